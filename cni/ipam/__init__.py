@@ -1,0 +1,99 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The IPAM seam of the plugins: a Protocol and plain records. Nothing heavy.
+
+Two implementations, each imported lazily by ``cni.ipam.choose``:
+- ``cni.ipam.grpc_client.IpamdClient``: ipamd over its unix socket (or TLS),
+  called in-process, for ``ipam.type`` ``railyard`` and ``spiderpool``;
+- ``cni.ipam.delegate.DelegateIpam``: any other ``ipam.type`` executed from
+  CNI_PATH as the spec says (host-local, static, whereabouts).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class IpamRequest:
+    """Everything an allocation is keyed and filtered by."""
+
+    network: str  # netconf "name"
+    container_id: str
+    ifname: str
+    netns: str = ""
+    pod_namespace: str = ""
+    pod_name: str = ""
+    pod_uid: str = ""
+    node_name: str = ""
+    ipv4_pools: tuple[str, ...] = ()
+    ipv6_pools: tuple[str, ...] = ()
+    requested_ips: tuple[str, ...] = ()  # runtimeConfig.ips / args.cni.ips
+
+
+@dataclass(frozen=True, slots=True)
+class IpamAddress:
+    """One allocated address; ``address`` is a CIDR with the pool's prefix."""
+
+    address: str  # "172.16.11.5/24"
+    gateway: str | None = None
+    pool: str = ""
+    version: int = 4
+
+
+@dataclass(frozen=True, slots=True)
+class IpamRoute:
+    dst: str
+    gw: str | None = None
+
+
+@dataclass(slots=True)
+class IpamResult:
+    ips: list[IpamAddress] = field(default_factory=list)
+    routes: list[IpamRoute] = field(default_factory=list)
+    dns: dict[str, object] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Attachment:
+    """A (container ID, ifname) pair from ``cni.dev/valid-attachments``."""
+
+    container_id: str
+    ifname: str
+
+
+class IpamError(Exception):
+    """IPAM refused or failed; ``code`` is a CNI error code to report."""
+
+    def __init__(self, code: int, msg: str, details: str = "") -> None:
+        super().__init__(msg)
+        self.code = code
+        self.msg = msg
+        self.details = details
+
+
+class IpamClient(Protocol):
+    """What a plugin asks of its IPAM, whoever implements it."""
+
+    def allocate(self, req: IpamRequest) -> IpamResult:
+        """Idempotent per (container_id, ifname): a retry returns the same IPs."""
+        ...
+
+    def release(self, network: str, container_id: str, ifname: str) -> None:
+        """Release the attachment's addresses; succeeds when there are none."""
+        ...
+
+    def check(self, network: str, container_id: str, ifname: str) -> IpamResult:
+        """The addresses held for the attachment (raises IpamError if none)."""
+        ...
+
+    def gc(self, network: str, valid: Sequence[Attachment]) -> int:
+        """Release every attachment of ``network`` not in ``valid``; the count."""
+        ...
+
+    def status(self) -> None:
+        """Raise IpamError(50, ...) when the IPAM cannot allocate."""
+        ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,65 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Shared test tiers: markers, root/netns capability detection, netns factory.
+
+Tier rules (see README "Tests"):
+- unit: no root, no sockets, in-process;
+- kernel: real netns/veth, needs root; every namespace and link a test makes is
+  removed in a finalizer, also when the test fails;
+- integration: plugin binaries or a real ipamd as subprocesses.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import uuid
+from collections.abc import Callable, Iterator
+
+import pytest
+
+
+def _kernel_capable() -> bool:
+    if os.geteuid() != 0:
+        return False
+    try:
+        return subprocess.run(["unshare", "-n", "true"], check=False).returncode == 0
+    except OSError:
+        return False
+
+
+KERNEL_CAPABLE = _kernel_capable()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if KERNEL_CAPABLE:
+        return
+    skip = pytest.mark.skip(reason="needs root and network namespaces")
+    for item in items:
+        if "kernel" in item.keywords or "integration" in item.keywords:
+            item.add_marker(skip)
+
+
+def unique_name(prefix: str = "ry") -> str:
+    """A short unique name usable for a netns or (<=15 chars) a netdev."""
+    return f"{prefix}{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def make_netns() -> Iterator[Callable[[], str]]:
+    """Factory of named network namespaces; yields their /var/run/netns path.
+
+    Every namespace made is deleted at teardown, whatever the test did.
+    """
+    made: list[str] = []
+
+    def make(prefix: str = "ryt") -> str:
+        name = unique_name(prefix)
+        subprocess.run(["ip", "netns", "add", name], check=True)
+        made.append(name)
+        return f"/var/run/netns/{name}"
+
+    try:
+        yield make
+    finally:
+        for name in made:
+            subprocess.run(["ip", "netns", "del", name], check=False)
