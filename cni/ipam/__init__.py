@@ -30,6 +30,9 @@ class IpamRequest:
     ipv4_pools: tuple[str, ...] = ()
     ipv6_pools: tuple[str, ...] = ()
     requested_ips: tuple[str, ...] = ()  # runtimeConfig.ips / args.cni.ips
+    # Keep the address for (pod namespace/name, network, ifname) across DEL so a
+    # StatefulSet pod gets it back after a restart (ipamd only; added by ipamd).
+    sticky: bool = False
 
 
 @dataclass(frozen=True, slots=True)

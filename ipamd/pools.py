@@ -1,0 +1,378 @@
+# SPDX-License-Identifier: Apache-2.0
+"""SpiderIPPool v2beta1 and SpiderReservedIP: the model and Spiderpool's checks.
+
+Standard library only (``ipaddress``); YAML lives in ``ipamd.manifest``.
+Validation follows ``pkg/ippoolmanager/ippool_validate.go`` of Spiderpool and
+keeps its reasons, so an operator reading our error recognises Spiderpool's.
+Each check raises ``PoolError`` (mapped to INVALID_ARGUMENT) and nothing is
+changed when one fails.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ipamd import ranges
+from ipamd.ranges import Interval, IPAddress
+
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+# Kubernetes object names (RFC 1123 subdomain), what the CRD would enforce.
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+
+
+class PoolError(ValueError):
+    """A pool or reserved-IP spec is invalid; the message is the reason."""
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    dst: IPNetwork
+    gw: IPAddress | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Pool:
+    """One SpiderIPPool spec, with its address sets as merged integer intervals."""
+
+    name: str
+    version: int
+    subnet: IPNetwork
+    ips: tuple[Interval, ...]
+    exclude_ips: tuple[Interval, ...] = ()
+    gateway: IPAddress | None = None
+    routes: tuple[Route, ...] = ()
+    default: bool = False
+    disable: bool = False
+    node_name: tuple[str, ...] = ()
+    namespace_name: tuple[str, ...] = ()
+    multus_name: tuple[str, ...] = ()
+    # ips - excludeIPs, the addresses this pool may ever hand out.
+    usable: tuple[Interval, ...] = field(default=(), compare=False)
+
+    @property
+    def prefixlen(self) -> int:
+        return self.subnet.prefixlen
+
+    def address(self, value: int) -> IPAddress:
+        return (
+            ipaddress.ip_address(value)
+            if self.version == 4
+            else (ipaddress.IPv6Address(value))
+        )
+
+    def ips_text(self) -> list[str]:
+        return ranges.to_text(self.ips, self.version)
+
+    def exclude_text(self) -> list[str]:
+        return ranges.to_text(self.exclude_ips, self.version)
+
+    def same_spec(self, other: Pool) -> bool:
+        return self == other
+
+
+@dataclass(frozen=True, slots=True)
+class ReservedIP:
+    """One SpiderReservedIP: addresses no pool of that family hands out."""
+
+    name: str
+    version: int
+    ips: tuple[Interval, ...]
+
+    def ips_text(self) -> list[str]:
+        return ranges.to_text(self.ips, self.version)
+
+
+def _version(raw: Any, where: str) -> int | None:
+    """``ipVersion`` as 4/6; the older doc forms ``ipv4``/``IPv6`` too."""
+    if raw is None or raw == "" or raw == 0:
+        return None
+    if isinstance(raw, int) and raw in (4, 6):
+        return raw
+    if isinstance(raw, str):
+        text = raw.strip().lower().removeprefix("ipv")
+        if text in ("4", "6"):
+            return int(text)
+    raise PoolError(f"{where}: invalid 'spec.ipVersion' {raw!r}, must be 4 or 6")
+
+
+def _strings(raw: Any, key: str, where: str) -> tuple[str, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or not all(isinstance(x, str) for x in raw):
+        raise PoolError(f"{where}: 'spec.{key}' must be a list of strings")
+    return tuple(raw)
+
+
+def _bool(raw: Any, key: str, where: str) -> bool:
+    if raw is None:
+        return False
+    if not isinstance(raw, bool):
+        raise PoolError(f"{where}: 'spec.{key}' must be true or false, got {raw!r}")
+    return raw
+
+
+def _check_name(name: Any, kind: str) -> str:
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise PoolError(f"{kind}: invalid name {name!r} (lowercase RFC 1123 name)")
+    return name
+
+
+def _intervals(
+    entries: Sequence[str], version: int, key: str, where: str
+) -> list[Interval]:
+    out = []
+    for entry in entries:
+        try:
+            out.append(ranges.parse_entry(entry, version))
+        except ValueError as exc:
+            raise PoolError(
+                f"{where}: invalid 'spec.{key}' entry {entry!r}: {exc}"
+            ) from None
+    return ranges.merge(out)
+
+
+# SpiderIPPool fields we evaluate; selectors need the Kubernetes API we do not
+# have, so they are refused rather than silently ignored (a pool meant for one
+# node would otherwise serve every node).
+_POOL_KEYS = {
+    "ipVersion",
+    "subnet",
+    "ips",
+    "excludeIPs",
+    "gateway",
+    "routes",
+    "default",
+    "disable",
+    "nodeName",
+    "namespaceName",
+    "multusName",
+    "vlan",
+}
+_SELECTOR_KEYS = {"podAffinity", "nodeAffinity", "namespaceAffinity"}
+
+
+def pool_from_spec(name: str, spec: Mapping[str, Any]) -> Pool:
+    """Build and self-validate a pool from a SpiderIPPool ``spec`` mapping."""
+    where = f"SpiderIPPool {name}"
+    _check_name(name, "SpiderIPPool")
+    if not isinstance(spec, Mapping):
+        raise PoolError(f"{where}: 'spec' must be a mapping")
+    for key in spec:
+        if key in _SELECTOR_KEYS:
+            raise PoolError(
+                f"{where}: 'spec.{key}' (a label selector) is not supported by "
+                "ipamd, which has no Kubernetes API; use nodeName/namespaceName"
+            )
+        if key not in _POOL_KEYS:
+            raise PoolError(f"{where}: unknown field 'spec.{key}'")
+    subnet_raw = spec.get("subnet")
+    if not isinstance(subnet_raw, str) or not subnet_raw:
+        raise PoolError(f"{where}: 'spec.subnet' is required")
+    try:
+        subnet = ipaddress.ip_network(subnet_raw.strip(), strict=False)
+    except ValueError as exc:
+        raise PoolError(f"{where}: invalid 'spec.subnet' {subnet_raw}: {exc}") from None
+    version = _version(spec.get("ipVersion"), where) or subnet.version
+    if version != subnet.version:
+        raise PoolError(
+            f"{where}: 'spec.subnet' {subnet_raw} is not an IPv{version} subnet"
+        )
+    ips = _intervals(_strings(spec.get("ips"), "ips", where), version, "ips", where)
+    if not ips:
+        raise PoolError(f"{where}: 'spec.ips' is required")
+    net = [(int(subnet.network_address), int(subnet.broadcast_address))]
+    outside = ranges.subtract(ips, net)
+    if outside:
+        bad = ranges.to_text(outside, version)[0]
+        raise PoolError(f"{where}: '{bad}' not pertains to the 'spec.subnet' {subnet}")
+    exclude = _intervals(
+        _strings(spec.get("excludeIPs"), "excludeIPs", where),
+        version,
+        "excludeIPs",
+        where,
+    )
+    outside = ranges.subtract(exclude, net)
+    if outside:
+        bad = ranges.to_text(outside, version)[0]
+        raise PoolError(
+            f"{where}: 'spec.excludeIPs' '{bad}' not pertains to the 'spec.subnet' "
+            f"{subnet}"
+        )
+    usable = ranges.subtract(ips, exclude)
+    gateway = None
+    gw_raw = spec.get("gateway")
+    if gw_raw:
+        try:
+            gateway = ranges.parse_ip(str(gw_raw), version)
+        except ValueError as exc:
+            raise PoolError(
+                f"{where}: invalid 'spec.gateway' {gw_raw}: {exc}"
+            ) from None
+        if gateway not in subnet:
+            raise PoolError(
+                f"{where}: 'spec.gateway' {gateway} not pertains to the "
+                f"'spec.subnet' {subnet}"
+            )
+        if ranges.contains(usable, int(gateway)):
+            raise PoolError(
+                f"{where}: 'spec.ips' conflicts with 'spec.gateway' {gateway}, "
+                "add the gateway IP address to 'spec.excludeIPs'"
+            )
+    routes = _routes(spec.get("routes"), version, subnet, where)
+    return Pool(
+        name=name,
+        version=version,
+        subnet=subnet,
+        ips=tuple(ips),
+        exclude_ips=tuple(exclude),
+        gateway=gateway,
+        routes=routes,
+        default=_bool(spec.get("default"), "default", where),
+        disable=_bool(spec.get("disable"), "disable", where),
+        node_name=_strings(spec.get("nodeName"), "nodeName", where),
+        namespace_name=_strings(spec.get("namespaceName"), "namespaceName", where),
+        multus_name=_strings(spec.get("multusName"), "multusName", where),
+        usable=tuple(usable),
+    )
+
+
+def _routes(raw: Any, version: int, subnet: IPNetwork, where: str) -> tuple[Route, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise PoolError(f"{where}: 'spec.routes' must be a list")
+    out: list[Route] = []
+    seen: set[IPNetwork] = set()
+    for item in raw:
+        if not isinstance(item, Mapping):
+            raise PoolError(f"{where}: each of 'spec.routes' must be a mapping")
+        # Older Spiderpool docs write routes as {to, via}.
+        dst_raw = item.get("dst", item.get("to"))
+        gw_raw = item.get("gw", item.get("via"))
+        try:
+            dst = ipaddress.ip_network(str(dst_raw).strip(), strict=True)
+        except ValueError as exc:
+            raise PoolError(f"{where}: invalid route dst {dst_raw!r}: {exc}") from None
+        if dst.version != version:
+            raise PoolError(f"{where}: route dst {dst} is not IPv{version}")
+        if dst.prefixlen == 0:
+            raise PoolError(
+                f"{where}: the default route {dst} is not allowed in 'spec.routes', "
+                "use 'spec.gateway' instead"
+            )
+        if dst in seen:
+            raise PoolError(f"{where}: duplicate route dst {dst} in 'spec.routes'")
+        seen.add(dst)
+        gw = None
+        if gw_raw:
+            try:
+                gw = ranges.parse_ip(str(gw_raw), version)
+            except ValueError as exc:
+                raise PoolError(
+                    f"{where}: invalid route gw {gw_raw!r}: {exc}"
+                ) from None
+            if gw not in subnet:
+                raise PoolError(
+                    f"{where}: route gw {gw} not pertains to the 'spec.subnet' {subnet}"
+                )
+        out.append(Route(dst, gw))
+    return tuple(out)
+
+
+def reserved_from_spec(name: str, spec: Mapping[str, Any]) -> ReservedIP:
+    """Build a SpiderReservedIP; ``ipVersion`` is derived from the IPs if absent."""
+    where = f"SpiderReservedIP {name}"
+    _check_name(name, "SpiderReservedIP")
+    if not isinstance(spec, Mapping):
+        raise PoolError(f"{where}: 'spec' must be a mapping")
+    for key in spec:
+        if key not in ("ipVersion", "ips"):
+            raise PoolError(f"{where}: unknown field 'spec.{key}'")
+    entries = _strings(spec.get("ips"), "ips", where)
+    if not entries:
+        raise PoolError(f"{where}: 'spec.ips' is required")
+    version = _version(spec.get("ipVersion"), where)
+    if version is None:
+        try:
+            version = ranges.parse_ip(entries[0].partition("-")[0]).version
+        except ValueError as exc:
+            raise PoolError(
+                f"{where}: invalid 'spec.ips' entry {entries[0]!r}: {exc}"
+            ) from None
+    ips = _intervals(entries, version, "ips", where)
+    return ReservedIP(name=name, version=version, ips=tuple(ips))
+
+
+def pool_to_spec(pool: Pool) -> dict[str, Any]:
+    """The SpiderIPPool ``spec`` as Spiderpool writes it (omitting empty fields)."""
+    spec: dict[str, Any] = {
+        "ipVersion": pool.version,
+        "subnet": str(pool.subnet),
+        "ips": pool.ips_text(),
+    }
+    if pool.exclude_ips:
+        spec["excludeIPs"] = pool.exclude_text()
+    if pool.gateway is not None:
+        spec["gateway"] = str(pool.gateway)
+    if pool.routes:
+        spec["routes"] = [
+            {"dst": str(r.dst), "gw": str(r.gw) if r.gw else ""} for r in pool.routes
+        ]
+    for key, val in (
+        ("default", pool.default),
+        ("disable", pool.disable),
+    ):
+        if val:
+            spec[key] = val
+    for key, items in (
+        ("nodeName", pool.node_name),
+        ("namespaceName", pool.namespace_name),
+        ("multusName", pool.multus_name),
+    ):
+        if items:
+            spec[key] = list(items)
+    return spec
+
+
+def reserved_to_spec(res: ReservedIP) -> dict[str, Any]:
+    return {"ipVersion": res.version, "ips": res.ips_text()}
+
+
+def check_pool_set(pools: Iterable[Pool]) -> None:
+    """Cross-pool checks: subnets of one family either equal or disjoint, and
+    pools sharing a subnet never share an address."""
+    items = sorted(pools, key=lambda p: p.name)
+    for i, a in enumerate(items):
+        for b in items[i + 1 :]:
+            if a.version != b.version:
+                continue
+            if a.subnet != b.subnet:
+                if a.subnet.overlaps(b.subnet):
+                    raise PoolError(
+                        f"SpiderIPPool {b.name}: 'spec.subnet' {b.subnet} overlaps "
+                        f"with IPPool {a.name} which 'spec.subnet' is {a.subnet}"
+                    )
+                continue
+            common = ranges.intersect(a.usable, b.usable)
+            if common:
+                bad = ranges.to_text(common, a.version)[0]
+                raise PoolError(
+                    f"SpiderIPPool {b.name}: 'spec.ips' {bad} overlaps with "
+                    f"IPPool {a.name}"
+                )
+
+
+def check_update(old: Pool, new: Pool) -> None:
+    """Spiderpool's immutable fields."""
+    if old.subnet != new.subnet:
+        raise PoolError(
+            f"SpiderIPPool {new.name}: 'spec.subnet' is immutable "
+            f"({old.subnet} -> {new.subnet})"
+        )
+    if old.version != new.version:
+        raise PoolError(f"SpiderIPPool {new.name}: 'spec.ipVersion' is immutable")

@@ -1,0 +1,26 @@
+# SPDX-License-Identifier: Apache-2.0
+"""ipamd settings: one dataclass with the defaults. Standard library only."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_SOCKET = Path("/run/railyard/ipamd.sock")
+DEFAULT_DB_URL = "sqlite:////var/lib/railyard/ipamd.db"
+SOCKET_ENV = "RAILYARD_IPAMD_SOCKET"
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    db_url: str = DEFAULT_DB_URL
+    # "unix:///path", a bare path, or "host:port" (TCP, needs TLS).
+    listen: str = f"unix://{DEFAULT_SOCKET}"
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    client_ca: Path | None = None  # given: mutual TLS, clients need a cert
+    # RPCs in flight before new ones get RESOURCE_EXHAUSTED (a runaway client
+    # must not queue unbounded work on the single writer).
+    max_concurrent_rpcs: int = 1024
+    max_batch: int = 1024  # requests per group commit
+    grace: float = 5.0  # seconds for in-flight RPCs at shutdown

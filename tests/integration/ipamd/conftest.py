@@ -1,0 +1,120 @@
+# SPDX-License-Identifier: Apache-2.0
+"""ipamd as a subprocess (``python -m ipamd serve``) on a temporary socket."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[3]
+
+POOLS_YAML = """
+apiVersion: spiderpool.spidernet.io/v2beta1
+kind: SpiderIPPool
+metadata:
+  name: stress
+spec:
+  subnet: 10.77.0.0/16
+  ips:
+    - 10.77.0.1-10.77.31.254
+  gateway: 10.77.255.254
+"""
+
+
+class DaemonProc:
+    """One ``ipamd serve`` process; ``kill()`` is SIGKILL, ``stop()`` SIGTERM."""
+
+    def __init__(self, workdir: Path, *extra: str) -> None:
+        self.workdir = workdir
+        self.socket = workdir / "run" / "ipamd.sock"
+        self.db = workdir / "ipamd.db"
+        self.log = workdir / "ipamd.log"
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "ipamd",
+                    "serve",
+                    "--db",
+                    f"sqlite:///{self.db}",
+                    "--listen",
+                    str(self.socket),
+                    *extra,
+                ],
+                cwd=REPO,
+                stdout=log,
+                stderr=log,
+            )
+        self.wait_ready()
+
+    def wait_ready(self, timeout: float = 20.0) -> None:
+        from cni.ipam.grpc_client import IpamdClient
+
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"ipamd exited: {self.log.read_text()}")
+            try:
+                with IpamdClient(str(self.socket), timeout=1) as client:
+                    client.status()
+                return
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
+    def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                return self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                return self.proc.wait(10)
+        return self.proc.returncode
+
+
+@pytest.fixture
+def workdir() -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="ra-ipamd-"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def start_daemon(workdir: Path) -> Iterator[Callable[..., DaemonProc]]:
+    """Factory; every process started is stopped at teardown."""
+    procs: list[DaemonProc] = []
+
+    def start(*extra: str) -> DaemonProc:
+        procs.append(DaemonProc(workdir, *extra))
+        return procs[-1]
+
+    try:
+        yield start
+    finally:
+        for p in procs:
+            if p.proc.poll() is None:
+                os.kill(p.proc.pid, signal.SIGKILL)
+                p.proc.wait(10)
+
+
+@pytest.fixture
+def pools_yaml() -> str:
+    return POOLS_YAML
