@@ -1,0 +1,193 @@
+# SPDX-License-Identifier: Apache-2.0
+"""ADD -> DEL records, one JSON file per attachment, written atomically.
+
+Layout: ``<state_dir>/<plugin>/<containerID>-<ifname>.json`` (sriov-cni keeps
+``/var/lib/cni/sriov/<cid>-<ifname>``). A record survives reboots of the
+plugin process, not of the node's state dir policy.
+
+Atomicity: write to a temporary file in the same directory, ``fsync`` it,
+``rename`` over the final name, then ``fsync`` the directory, so after a crash
+a record is either the old one, the new one, or absent — never truncated.
+Files are 0600 and directories 0700 (a record may hold MACs and GUIDs of other
+tenants' pods).
+
+The record is a JSON object the plugin designs; this module adds the
+bookkeeping keys ``containerID``, ``ifname``, ``network`` and ``plugin`` so GC
+can list attachments without knowing a plugin's schema.
+
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cni.errors import IO_FAILURE, CniError
+
+_SUFFIX = ".json"
+
+
+@dataclass(frozen=True, slots=True)
+class CacheRecord:
+    """One stored attachment: its key and the plugin's data."""
+
+    container_id: str
+    ifname: str
+    network: str
+    path: Path
+    data: dict[str, Any]
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class StateCache:
+    """Records of one plugin under ``<state_dir>/<plugin>/``."""
+
+    def __init__(self, state_dir: Path | str, plugin: str) -> None:
+        if not plugin or "/" in plugin or plugin in (".", ".."):
+            raise ValueError(f"invalid plugin name for a cache dir: {plugin!r}")
+        self.dir = Path(state_dir) / plugin
+        self.plugin = plugin
+
+    def path(self, container_id: str, ifname: str) -> Path:
+        """The record file of (container_id, ifname).
+
+        Both were validated by skel (no ``/``), so they cannot escape the dir.
+        """
+        if "/" in container_id or "/" in ifname or not container_id or not ifname:
+            raise ValueError(f"invalid cache key {container_id!r}/{ifname!r}")
+        return self.dir / f"{container_id}-{ifname}{_SUFFIX}"
+
+    def _ensure_dir(self) -> None:
+        self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        # mkdir's mode is masked by umask and ignored when it exists.
+        os.chmod(self.dir, 0o700)
+
+    def save(
+        self,
+        container_id: str,
+        ifname: str,
+        data: Mapping[str, Any],
+        network: str = "",
+    ) -> Path:
+        """Atomically write (or replace) the record; raises CniError(5) on I/O."""
+        record = dict(data)
+        record.update(
+            containerID=container_id, ifname=ifname, network=network, plugin=self.plugin
+        )
+        payload = json.dumps(record, indent=1, sort_keys=True).encode()
+        final = self.path(container_id, ifname)
+        try:
+            self._ensure_dir()
+            fd, tmp = tempfile.mkstemp(
+                prefix=f".{final.name}.", suffix=".tmp", dir=self.dir
+            )
+            try:
+                with os.fdopen(fd, "wb") as f:  # mkstemp creates 0600
+                    f.write(payload)
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.replace(tmp, final)
+            except BaseException:
+                try:
+                    os.unlink(tmp)
+                except FileNotFoundError:
+                    pass
+                raise
+            _fsync_dir(self.dir)
+        except OSError as e:
+            raise CniError(
+                IO_FAILURE, "failed to write state cache", f"{final}: {e}"
+            ) from e
+        return final
+
+    def load(self, container_id: str, ifname: str) -> dict[str, Any] | None:
+        """The record's data, or None when there is none (DEL must tolerate it).
+
+        A corrupt record raises CniError(5): silently ignoring it would make
+        DEL skip restoring a VF.
+        """
+        path = self.path(container_id, ifname)
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            raise CniError(
+                IO_FAILURE, "failed to read state cache", f"{path}: {e}"
+            ) from e
+        try:
+            data = json.loads(raw)
+        except ValueError as e:
+            raise CniError(
+                IO_FAILURE, "corrupt state cache record", f"{path}: {e}"
+            ) from e
+        if not isinstance(data, dict):
+            raise CniError(
+                IO_FAILURE, "corrupt state cache record", f"{path}: not an object"
+            )
+        return data
+
+    def delete(self, container_id: str, ifname: str) -> bool:
+        """Remove the record; True if one existed. Idempotent."""
+        path = self.path(container_id, ifname)
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            return False
+        except OSError as e:
+            raise CniError(
+                IO_FAILURE, "failed to delete state cache", f"{path}: {e}"
+            ) from e
+        try:
+            _fsync_dir(self.dir)
+        except OSError:
+            pass  # the unlink itself succeeded; durability is best effort here
+        return True
+
+    def exists(self, container_id: str, ifname: str) -> bool:
+        return self.path(container_id, ifname).exists()
+
+    def records(self) -> Iterator[CacheRecord]:
+        """Every readable record (for GC), sorted by file name.
+
+        Corrupt or foreign files are skipped here — GC must continue on errors
+        (SPEC.md "GC") — while ``load`` reports them.
+        """
+        try:
+            names = sorted(os.listdir(self.dir))
+        except FileNotFoundError:
+            return
+        for name in names:
+            if not name.endswith(_SUFFIX) or name.startswith("."):
+                continue
+            path = self.dir / name
+            try:
+                data = json.loads(path.read_bytes())
+            except (OSError, ValueError):
+                continue
+            if not isinstance(data, dict):
+                continue
+            cid, ifname = data.get("containerID"), data.get("ifname")
+            if not isinstance(cid, str) or not isinstance(ifname, str):
+                continue
+            network = data.get("network")
+            yield CacheRecord(
+                container_id=cid,
+                ifname=ifname,
+                network=network if isinstance(network, str) else "",
+                path=path,
+                data=data,
+            )
