@@ -1,0 +1,22 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The VF attachment lifecycle shared by the sriov and ib-sriov plugins.
+
+Imports nothing itself (importing ``cni.attach`` must cost nothing). Modules:
+
+- ``lifecycle``: ``attach(deps, AttachSpec, ipam, hooks)`` -> ``Attached``;
+  ``detach(deps, DetachRequest, ipam)``; ``check(...)``; ``gc(...)``;
+  ``restore(deps, VfState, netns)`` (DEL's idempotent undo from the record).
+- ``state``: ``VfState`` (the record cached before the first change) and
+  ``StateStore`` over ``cni.state.cache.StateCache``.
+- ``device``: ``resolve_vf(sysfs, pci)`` -> ``VfDevice`` (PF, VF index,
+  netdev, DPDK mode, RDMA devices) with sriov-cni's messages.
+- ``allocation``: per-PCI allocation markers (refuse a VF held by a live
+  netns, clear stale ones).
+- ``pf``: ``PfSettings``, ``apply_pf_settings`` (undo registered per setting),
+  ``restore_pf_settings``.
+- ``netdev``: move into the pod renamed in a temporary netns, altname cleanup,
+  MAC/MTU/up; back to the host; find a VF returned from a dead netns.
+- ``routing``: addresses, deterministic per-NIC tables, rules and routes.
+- ``detection``: IP-conflict and gateway checks, GARP/NA announce.
+- ``rdma`` (rdma/ib helper): RDMA device lookup and moves.
+"""

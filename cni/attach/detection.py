@@ -1,0 +1,102 @@
+# SPDX-License-Identifier: Apache-2.0
+"""IP-conflict and gateway detection, then the announcement (GARP / unsolicited NA).
+
+Written against ``cni.kernel.Probes``; imports nothing third-party.
+
+Spiderpool runs these in its IPAM plugin (peers.md 4.6): conflict check before
+the gateway check (issue #4475), 3 tries of 100 ms, release the address on
+failure, announce afterwards because the NIC is already up (issue #4650). We
+run them in the plugin once the address is on the NIC; the caller's rollback
+releases the address. IPoIB probes may be unsupported by the adapter: then we
+skip with a log line instead of failing the pod.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from cni.errors import GATEWAY_UNREACHABLE, IP_CONFLICT, CniError
+from cni.ipam import IpamAddress
+from cni.kernel import KernelError, NotSupported, Probes
+
+log = logging.getLogger(__name__)
+
+ARPHRD_INFINIBAND = 32
+
+
+@dataclass(frozen=True, slots=True)
+class DetectionPolicy:
+    conflict: bool = True
+    gateway: bool = True
+    tries: int = 3
+    interval: float = 0.1
+
+
+def detect(
+    probes: Probes,
+    ifname: str,
+    netns: str,
+    ips: Sequence[IpamAddress],
+    policy: DetectionPolicy,
+    link_type: int = 1,
+) -> None:
+    """Raise CniError 102 / 103 naming the IP (or gateway) and the answering MAC.
+
+    IPoIB links (``link_type`` 32, 20-byte hardware addresses) are skipped with
+    a log line: the probes cannot run there, and a silent "no answer" must
+    not read as an unreachable gateway.
+    """
+    if link_type == ARPHRD_INFINIBAND and (policy.conflict or policy.gateway):
+        log.info("IP conflict and gateway checks skipped on IPoIB link %s", ifname)
+        return
+    if policy.conflict:
+        for ip in ips:
+            addr = str(ipaddress.ip_interface(ip.address).ip)
+            try:
+                answer = probes.conflict(
+                    ifname, addr, netns, policy.tries, policy.interval
+                )
+            except NotSupported as exc:
+                log.info("IP conflict check skipped on %s: %s", ifname, exc)
+                break
+            if answer is not None:
+                raise CniError(
+                    IP_CONFLICT,
+                    f"ip conflict: {addr} is already used by {answer.mac}",
+                    f"pod's interface {ifname} with an conflicting ip {addr}, "
+                    f"{addr} is located at {answer.mac}",
+                )
+    if policy.gateway:
+        for ip in ips:
+            if not ip.gateway:
+                continue
+            addr = str(ipaddress.ip_interface(ip.address).ip)
+            try:
+                answer = probes.gateway(
+                    ifname, addr, ip.gateway, netns, policy.tries, policy.interval
+                )
+            except NotSupported as exc:
+                log.info("gateway check skipped on %s: %s", ifname, exc)
+                break
+            if answer is None:
+                raise CniError(
+                    GATEWAY_UNREACHABLE,
+                    f"gateway {ip.gateway} is unreachable",
+                    f"no ARP/NDP answer from {ip.gateway} to {addr} on {ifname} "
+                    f"after {policy.tries} tries of {int(policy.interval * 1000)} ms",
+                )
+            log.debug("gateway %s answered from %s", ip.gateway, answer.mac)
+
+
+def announce(probes: Probes, ifname: str, netns: str, addresses: Sequence[str]) -> None:
+    """GARP / unsolicited NA for every address; never fails the ADD."""
+    ips = [str(ipaddress.ip_interface(a).ip) for a in addresses]
+    if not ips:
+        return
+    try:
+        probes.announce(ifname, ips, netns)
+    except (KernelError, OSError) as exc:
+        log.warning("announcing %s on %s failed: %s", ips, ifname, exc)

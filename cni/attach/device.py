@@ -1,0 +1,92 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Resolve a VF from its PCI address: PF, VF index, netdev, driver, RDMA devices.
+
+Standard library and the contract modules only; sysfs is read through
+``cni.kernel.sysfs.Sysfs`` (passed in, never imported here).
+
+Messages follow sriov-cni ``pkg/utils/utils.go`` (peers.md 1.2). A function
+that is not a VF (no ``physfn``) is refused, with the reason, rather than the
+peer's bare ``lstat .../physfn/net`` error (sriov-cni #206).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from cni.errors import DEVICE_ERROR, CniError
+from cni.kernel import DeviceNotFound, KernelError, PciDevice
+
+#: Drivers that take a VF away from the kernel's netdev stack (sriov-cni).
+DPDK_DRIVERS = frozenset({"vfio-pci", "uio_pci_generic", "igb_uio"})
+
+
+class PciLookup(Protocol):
+    """The part of ``cni.kernel.sysfs.Sysfs`` this module needs."""
+
+    def device(self, pci: str) -> PciDevice: ...
+
+
+@dataclass(frozen=True, slots=True)
+class VfDevice:
+    """A VF as the host sees it before ADD changes anything."""
+
+    pci: str
+    pf: str  # PF netdev name
+    vf_index: int
+    netdev: str | None  # None for DPDK-bound VFs
+    driver: str | None
+    dpdk: bool
+    rdma_devices: tuple[str, ...] = ()
+
+
+def resolve_vf(sysfs: PciLookup, pci: str) -> VfDevice:
+    """Read the VF's identity from sysfs; CniError 100 with the peer's texts."""
+    try:
+        dev = sysfs.device(pci)
+    except (DeviceNotFound, KernelError, OSError) as exc:
+        raise CniError(
+            DEVICE_ERROR, "LoadConf(): failed to get VF information", str(exc)
+        ) from exc
+    if dev.pf_pci is None:
+        raise CniError(
+            DEVICE_ERROR,
+            "LoadConf(): failed to get VF information",
+            f"{pci} is not an SR-IOV VF (no physfn link)",
+        )
+    if not dev.pf_netdev:
+        raise CniError(
+            DEVICE_ERROR,
+            "LoadConf(): failed to get VF information",
+            "PF network device not found",
+        )
+    if dev.vf_index is None:
+        raise CniError(
+            DEVICE_ERROR,
+            "LoadConf(): failed to get VF information",
+            f"unable to get VF ID with PF: {dev.pf_netdev} and VF pci address {pci}",
+        )
+    netdev = dev.netdevs[0] if dev.netdevs else None
+    dpdk = netdev is None and dev.driver in DPDK_DRIVERS
+    if netdev is None and not dpdk:
+        raise CniError(
+            DEVICE_ERROR,
+            f"LoadConf(): the VF {pci} does not have a interface name or a dpdk driver",
+        )
+    return VfDevice(
+        pci=pci,
+        pf=dev.pf_netdev,
+        vf_index=dev.vf_index,
+        netdev=netdev,
+        driver=dev.driver,
+        dpdk=dpdk,
+        rdma_devices=dev.rdma_devices,
+    )
+
+
+def host_netdevs(sysfs: PciLookup, pci: str) -> list[str]:
+    """Netdev names sysfs shows for ``pci`` from the host (DEL's locator)."""
+    try:
+        return list(sysfs.device(pci).netdevs)
+    except (DeviceNotFound, KernelError, OSError):
+        return []

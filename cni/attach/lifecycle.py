@@ -1,0 +1,604 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The VF attachment lifecycle shared by sriov and ib-sriov: attach, detach, check, gc.
+
+Standard library, the contract modules and ``cni.attach.*`` only; every kernel,
+sysfs and IPAM access goes through ``cni.deps.Deps`` and ``cni.ipam.IpamClient``.
+
+ADD (``attach``), under the per-PCI lock:
+ 1. resolve the VF from sysfs; refuse a VF held by a live netns;
+ 2. read the original state (netdev MAC/MTU/ifindex, the PF's VF entry), check
+    the MTU against the PF's, and save the record *before the first change*;
+ 3. PF-side settings; plugin hooks (ib-sriov: GUID + rebind); RDMA device;
+ 4. netdev into the pod via a temporary netns; MAC, MTU, up;
+ 5. IPAM; addresses; conflict + gateway detection; policy routing; announce.
+Every step pushes its undo on one ``Rollback``; on any failure they run newest
+first, the address is released and the record deleted - unless an undo itself
+failed, in which case the record stays so DEL (or GC) can finish the job.
+
+DEL (``detach``) restores from the record whatever ADD recorded, each part
+idempotently, and deletes the record only when everything succeeded.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from cni.attach.allocation import Allocations
+from cni.attach.detection import DetectionPolicy, announce, detect
+from cni.attach.device import VfDevice, host_netdevs, resolve_vf
+from cni.attach.netdev import (
+    configure_in_pod,
+    find_returned_vf,
+    move_into_pod,
+    rename_in_host,
+    restore_link,
+    return_to_host,
+)
+from cni.attach.pf import PfSettings, apply_pf_settings, read_vf, restore_pf_settings
+from cni.attach.routing import (
+    add_addresses,
+    apply_routing,
+    choose_table,
+    host_prefix,
+    plan_routing,
+    remove_routing,
+)
+from cni.attach.state import StateStore, VfState
+from cni.errors import (
+    CHECK_FAILED,
+    DEVICE_ERROR,
+    INVALID_CONFIG,
+    IPAM_ERROR,
+    CniError,
+)
+from cni.ipam import (
+    Attachment,
+    IpamAddress,
+    IpamClient,
+    IpamError,
+    IpamRequest,
+    IpamRoute,
+)
+from cni.kernel import KernelError, LinkInfo, NetnsNotFound
+from cni.rollback import Rollback
+from cni.state.cache import StateCache
+from cni.state.locks import Locks
+
+if TYPE_CHECKING:
+    from cni.deps import Deps
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class RoutingPolicy:
+    """Per-network policy routing options (sriov netconf keys in brackets)."""
+
+    enabled: bool = True  # [policyRouting]
+    table: int | None = None  # [routeTable]
+    priority: int = 900  # [rulePriority]
+    default_route_nic: str = ""  # [podDefaultRouteNIC]
+
+
+@dataclass(frozen=True, slots=True)
+class AttachSpec:
+    """Everything ``attach`` needs from the netconf and the CNI env."""
+
+    plugin: str  # record namespace: "sriov", "ib-sriov"
+    network: str
+    container_id: str
+    ifname: str
+    netns: str
+    pci: str
+    pf_settings: PfSettings = field(default_factory=PfSettings)
+    mac: str | None = None  # netdev MAC in the pod (sriov: same as the admin MAC)
+    mtu: int | None = None
+    ipam_request: IpamRequest | None = None  # None: the netconf has no ipam
+    ipam_type: str = ""
+    ipam_conf: dict[str, object] = field(default_factory=dict)
+    detection: DetectionPolicy = field(default_factory=DetectionPolicy)
+    routing: RoutingPolicy = field(default_factory=RoutingPolicy)
+    rdma_isolation: bool = False
+
+
+@dataclass(slots=True)
+class AttachContext:
+    """Given to plugin hooks: they may change ``state``, and push undos on ``rb``."""
+
+    deps: Deps
+    spec: AttachSpec
+    device: VfDevice
+    state: VfState
+    rb: Rollback
+    store: StateStore
+
+    def save(self) -> None:
+        self.store.save(self.state)
+
+
+#: A hook runs after the PF settings and before the RDMA/netdev moves
+#: (ib-sriov: set GUIDs, rebind, re-resolve ``state.host_ifname``).
+Hook = Callable[[AttachContext], None]
+
+
+@dataclass(slots=True)
+class Attached:
+    """What ADD reports: the pod interface and its addresses."""
+
+    ifname: str
+    mac: str
+    mtu: int
+    sandbox: str
+    pci: str
+    ips: list[IpamAddress] = field(default_factory=list)
+    routes: list[IpamRoute] = field(default_factory=list)
+    dns: dict[str, object] = field(default_factory=dict)
+    state: VfState | None = None
+    link_type: int = 1  # ARPHRD_*: 32 for IPoIB
+
+
+def store_for(deps: Deps, plugin: str) -> StateStore:
+    return StateStore(StateCache(deps.state_dir, plugin))
+
+
+def attach(
+    deps: Deps,
+    spec: AttachSpec,
+    ipam: IpamClient | None,
+    hooks: Sequence[Hook] = (),
+) -> Attached:
+    """ADD: attach the VF at ``spec.pci`` to the pod (see module doc)."""
+    store = store_for(deps, spec.plugin)
+    allocations = Allocations(deps.state_dir)
+    with Locks(deps.state_dir).lock(spec.pci):
+        allocations.check(spec.pci, spec.netns, deps.netns)
+        _reclaim(deps, store, spec)
+        dev = resolve_vf(deps.sysfs, spec.pci)
+        host: LinkInfo | None = None
+        if not dev.dpdk:
+            assert dev.netdev is not None
+            host = deps.links.find(dev.netdev)
+            if host is None:
+                raise CniError(
+                    DEVICE_ERROR,
+                    f"VF {spec.pci} netdev {dev.netdev} is not in the host",
+                    "is another pod using it?",
+                )
+        _check_mtu(deps, dev, spec.mtu)
+        rdma_dev = None
+        if spec.rdma_isolation:
+            # cni.attach.rdma belongs to the rdma/ib helper; loaded only when asked.
+            from cni.attach import rdma
+
+            rdma.require_exclusive(deps.rdma)
+            rdma_dev = rdma.resolve_rdma_device(deps.sysfs, spec.pci)
+        st = VfState(
+            container_id=spec.container_id,
+            ifname=spec.ifname,
+            network=spec.network,
+            netns=spec.netns,
+            pci=spec.pci,
+            pf=dev.pf,
+            vf_index=dev.vf_index,
+            dpdk=dev.dpdk,
+            host_ifname=dev.netdev,
+            host_ifindex=host.index if host else None,
+            orig_mac=host.mac if host else None,
+            orig_mtu=host.mtu if host else None,
+            orig_vf=read_vf(deps.vf, dev.pf, dev.vf_index),
+            pf_settings=spec.pf_settings,
+            ipam_type=spec.ipam_type,
+            ipam_conf=dict(spec.ipam_conf),
+            rdma_device=rdma_dev,
+            stage="saved",
+        )
+        with Rollback(log) as rb:
+            allocations.claim(spec.pci, spec.netns, deps.netns)
+            # Pushed first so it runs last, and only if every other undo worked:
+            # a record that outlives a failed rollback lets DEL or GC finish.
+            rb.push(lambda: _forget(store, st, allocations, rb), "delete the record")
+            store.save(st)
+            ctx = AttachContext(deps, spec, dev, st, rb, store)
+            assert st.orig_vf is not None
+            apply_pf_settings(
+                deps.vf, dev.pf, dev.vf_index, spec.pf_settings, st.orig_vf, rb
+            )
+            for hook in hooks:
+                hook(ctx)
+            if st.rdma_device is not None:
+                # Before the netdev: on IPoIB the kernel recreates the netdev in
+                # the host when its RDMA device changes netns (ib-sriov-cni).
+                # ``st`` and not the local: a hook's rebind may renumber it.
+                rdma.move_rdma_in(deps.rdma, st.rdma_device, spec.netns, rb)
+                st.host_ifname = _current_netdev(deps, st)
+            result = _attach_netdev(deps, spec, st, rb, store)
+            if spec.ipam_request is None or ipam is None:
+                store.save(st)  # no IPAM write to carry the pod-side state
+            _attach_ip(deps, spec, st, rb, store, ipam, result)
+            st.stage = "attached"
+            rb.commit()
+    log.info(
+        "attached VF %s (%s) as %s in %s: %s, table %s",
+        st.pci,
+        st.host_ifname,
+        st.ifname,
+        st.netns,
+        ", ".join(st.addresses) or "no addresses",
+        st.table,
+    )
+    result.state = st
+    return result
+
+
+def _reclaim(deps: Deps, store: StateStore, spec: AttachSpec) -> None:
+    """Finish the restore of an earlier attachment of this VF whose pod is gone.
+
+    A DEL with an empty CNI_NETNS (or a failed one) leaves its record while
+    the VF is out of reach; once that netns is gone the VF is back in the host
+    under the pod's name (sriov-cni #126). Taking it as found would record the
+    pod's MAC and MTU as "original", so restore it from the old record first.
+    The old address is left to DEL/GC: it may belong to another network.
+    """
+    for old in store.all():
+        if old.pci != spec.pci or (old.container_id, old.ifname) == (
+            spec.container_id,
+            spec.ifname,
+        ):
+            continue
+        if old.netns and deps.netns.exists(old.netns):
+            continue  # allocations.check refused a live holder already
+        failures, pending = restore(deps, old, "")
+        if failures or pending:
+            raise CniError(
+                DEVICE_ERROR,
+                f"VF {spec.pci} is still being released by {old.container_id}",
+                "; ".join(failures) or "its netdev is not back in the host yet",
+            )
+        log.info("restored VF %s left by %s/%s", old.pci, old.container_id, old.ifname)
+        old.stage = "restored"
+        store.save(old)
+
+
+def _current_netdev(deps: Deps, st: VfState) -> str | None:
+    names = host_netdevs(deps.sysfs, st.pci)
+    return names[0] if names else st.host_ifname
+
+
+def _forget(
+    store: StateStore, st: VfState, allocations: Allocations, rb: Rollback
+) -> None:
+    if rb.failures:
+        log.error("rollback incomplete; keeping the record of %s for DEL", st.pci)
+        return
+    store.delete(st.container_id, st.ifname)
+    allocations.release(st.pci)
+
+
+def _check_mtu(deps: Deps, dev: VfDevice, mtu: int | None) -> None:
+    if not mtu:
+        return
+    pf = deps.links.find(dev.pf)
+    if pf is not None and mtu > pf.mtu:
+        raise CniError(
+            INVALID_CONFIG,
+            f"mtu {mtu} is above the MTU of PF {dev.pf} ({pf.mtu})",
+            "a VF cannot carry larger frames than its PF; lower the netconf's "
+            "mtu or raise the PF's",
+        )
+
+
+def _attach_netdev(
+    deps: Deps, spec: AttachSpec, st: VfState, rb: Rollback, store: StateStore
+) -> Attached:
+    mac = spec.mac or spec.pf_settings.mac
+    if st.dpdk:
+        # sriov-cni GetMacAddressForResult: the PF's admin MAC unless all-zero.
+        admin = mac or (st.orig_vf.mac if st.orig_vf else "")
+        return Attached(
+            spec.ifname,
+            "" if admin == "00:00:00:00:00:00" else admin,
+            0,
+            spec.netns,
+            spec.pci,
+        )
+    assert st.host_ifname is not None
+    moved = move_into_pod(
+        deps.links, deps.netns, st.host_ifname, spec.netns, spec.ifname, rb
+    )
+    info = configure_in_pod(
+        deps.links, spec.ifname, spec.netns, mac, spec.mtu, moved, rb
+    )
+    # Saved with the next record write (after IPAM, or at the end): DEL can
+    # also recognise the VF by its ifindex, which a netns move keeps.
+    st.pod_mac, st.pod_mtu, st.stage = info.mac, info.mtu, "moved"
+    return Attached(
+        spec.ifname, info.mac, info.mtu, spec.netns, spec.pci, link_type=info.link_type
+    )
+
+
+def _attach_ip(
+    deps: Deps,
+    spec: AttachSpec,
+    st: VfState,
+    rb: Rollback,
+    store: StateStore,
+    ipam: IpamClient | None,
+    out: Attached,
+) -> None:
+    if spec.ipam_request is None or ipam is None:
+        return
+    req = spec.ipam_request
+    # Pushed before the call: a timed-out allocate may still have succeeded.
+    rb.push(
+        lambda: ipam.release(req.network, req.container_id, req.ifname),
+        f"release the addresses of {req.container_id}/{req.ifname}",
+    )
+    try:
+        res = ipam.allocate(req)
+    except IpamError as exc:
+        raise CniError(exc.code, exc.msg, exc.details) from exc
+    if not res.ips:
+        raise CniError(IPAM_ERROR, "IPAM plugin returned missing IP config")
+    out.ips, out.routes, out.dns = list(res.ips), list(res.routes), dict(res.dns)
+    st.addresses = [ip.address for ip in res.ips]
+    st.stage = "addressed"
+    plan = None
+    if spec.routing.enabled and not st.dpdk:
+        used = deps.links.rules(0, spec.netns)
+        own = [host_prefix(a) for a in st.addresses]
+        table = choose_table(spec.ifname, used, own, spec.routing.table)
+        plan = plan_routing(
+            spec.ifname,
+            res.ips,
+            res.routes,
+            table,
+            spec.routing.priority,
+            spec.routing.default_route_nic == spec.ifname,
+        )
+        # Recorded before they exist, so a crash half-way still lets DEL clean up.
+        st.table, st.rules, st.routes = table, list(plan.rules), list(plan.routes)
+        st.routes.extend(plan.main_defaults)
+    store.save(st)
+    if st.dpdk:
+        return  # DPDK: reported, not configured (sriov-cni)
+    add_addresses(deps.links, spec.ifname, spec.netns, st.addresses, rb)
+    detect(deps.probes, spec.ifname, spec.netns, res.ips, spec.detection, out.link_type)
+    if plan is not None:
+        st.saved_main_defaults = apply_routing(deps.links, spec.netns, plan, rb)
+        if st.saved_main_defaults:
+            store.save(st)
+    announce(deps.probes, spec.ifname, spec.netns, st.addresses)
+
+
+# ---------------------------------------------------------------------- DEL
+
+
+@dataclass(frozen=True, slots=True)
+class DetachRequest:
+    plugin: str
+    network: str
+    container_id: str
+    ifname: str
+    netns: str  # "" when the runtime no longer knows it
+
+
+def detach(deps: Deps, req: DetachRequest, ipam: IpamClient | None) -> None:
+    """DEL: restore everything the record says ADD changed; release the address.
+
+    Without a record there is nothing of ours to restore, but the address may
+    still be held (an ADD that died before saving, or a peer-era pod): it is
+    released whenever the netconf has an ipam.
+    """
+    store = store_for(deps, req.plugin)
+    st = store.load(req.container_id, req.ifname)
+    if st is None:
+        log.info(
+            "no record for %s/%s: nothing to restore", req.container_id, req.ifname
+        )
+        _release(ipam, req.network, req.container_id, req.ifname)
+        return
+    with Locks(deps.state_dir).lock(st.pci):
+        failures: list[str] = []
+        pending = False
+        # A record whose VF a later ADD already restored (``_reclaim``) and may
+        # own now: only the address and the record are left to clean up.
+        if st.stage != "restored":
+            failures, pending = restore(deps, st, req.netns)
+        if failures:
+            st.stage = "del-failed"
+            store.save(st)
+            raise CniError(
+                DEVICE_ERROR,
+                f"failed to restore VF {st.pci}",
+                "; ".join(failures) + " (the record is kept; DEL can be retried)",
+            )
+        _release(ipam, st.network or req.network, st.container_id, st.ifname)
+        if st.stage == "restored":
+            store.delete(st.container_id, st.ifname)
+            return
+        if pending:
+            # CNI_NETNS is empty and the VF is still inside a netns we cannot
+            # name: it comes back when that netns dies. The record (and the
+            # allocation marker) stay so GC restores it then; DEL succeeds.
+            log.warning("VF %s not back in the host yet; GC will restore it", st.pci)
+            st.stage = "awaiting-vf"
+            store.save(st)
+            return
+        Allocations(deps.state_dir).release(st.pci)
+        store.delete(st.container_id, st.ifname)
+        log.info("released VF %s (%s) from %s", st.pci, st.host_ifname, st.netns)
+
+
+def _release(
+    ipam: IpamClient | None, network: str, container_id: str, ifname: str
+) -> None:
+    if ipam is None:
+        return
+    try:
+        ipam.release(network, container_id, ifname)
+    except IpamError as exc:
+        raise CniError(exc.code, exc.msg, exc.details) from exc
+
+
+def restore(deps: Deps, st: VfState, netns: str) -> tuple[list[str], bool]:
+    """Undo an attachment from its record.
+
+    Returns what could not be undone, and whether the VF netdev is still out
+    of reach (``netns`` empty and the VF not back in the host). ``netns`` is
+    the runtime's CNI_NETNS ("" = unknown). Each part is idempotent so a
+    retried DEL completes a half-done one.
+    """
+    failures: list[str] = []
+    pending = False
+    pod = netns if netns and deps.netns.exists(netns) else None
+    in_pod = None
+    if pod is not None and not st.dpdk:
+        try:
+            in_pod = deps.links.find(st.ifname, pod)
+        except NetnsNotFound:
+            pod = None
+    if in_pod is not None and pod is not None:
+        failures += remove_routing(
+            deps.links, pod, st.rules, st.routes, st.saved_main_defaults
+        )
+    if st.pf is not None and st.vf_index is not None and st.orig_vf is not None:
+        # Before the netdev leaves the pod, as sriov-cni does: some drivers
+        # reject an admin MAC reset otherwise.
+        failures += restore_pf_settings(
+            deps.vf, st.pf, st.vf_index, st.pf_settings, st.orig_vf
+        )
+    if not st.dpdk:
+        try:
+            pending = not _restore_netdev(deps, st, netns, pod, in_pod)
+        except (KernelError, CniError) as exc:
+            failures.append(f"restore netdev {st.host_ifname}: {exc}")
+    if st.rdma_device:
+        from cni.attach import rdma
+
+        try:
+            rdma.move_rdma_out(deps.rdma, st.rdma_device, pod)
+        except CniError as exc:
+            failures.append(f"move RDMA device {st.rdma_device} back: {exc}")
+    return failures, pending
+
+
+def _restore_netdev(
+    deps: Deps, st: VfState, netns: str, pod: str | None, in_pod: LinkInfo | None
+) -> bool:
+    """Bring the netdev home with its name, MAC and MTU; False if out of reach."""
+    host_name = st.host_ifname
+    assert host_name is not None
+    if in_pod is not None and pod is not None:
+        return_to_host(deps.links, deps.netns, st.ifname, pod, host_name)
+    else:
+        back = find_returned_vf(
+            deps.links,
+            host_netdevs(deps.sysfs, st.pci),
+            st.ifname,
+            st.pod_mac,
+            st.host_ifindex,
+        )
+        if back is None:
+            if not netns and st.pod_mac:
+                return False
+            # Never moved (ADD died early), or its netns is gone and took the
+            # device with it (a veth stand-in): nothing left to restore.
+            log.warning("VF %s netdev not found in the pod or the host", st.pci)
+            return True
+        if back.name != host_name:
+            rename_in_host(deps.links, deps.netns, back.name, host_name)
+    restore_link(deps.links, host_name, st.orig_mac, st.orig_mtu, None)
+    return True
+
+
+# ------------------------------------------------------------------- CHECK
+
+
+def check(
+    deps: Deps,
+    plugin: str,
+    container_id: str,
+    ifname: str,
+    netns: str,
+    prev_ips: Sequence[str],
+    prev_mac: str,
+) -> None:
+    """CHECK: the interface, its addresses, routes and rules are as ADD left them."""
+    st = store_for(deps, plugin).load(container_id, ifname)
+    if st is None:
+        raise CniError(
+            CHECK_FAILED,
+            f"no attachment recorded for {ifname}",
+            f"container {container_id}",
+        )
+    if st.dpdk:
+        return
+    link = deps.links.find(ifname, netns)
+    if link is None:
+        raise CniError(CHECK_FAILED, f"interface {ifname} not found in {netns}")
+    if prev_mac and link.mac != prev_mac.lower():
+        raise CniError(
+            CHECK_FAILED,
+            f"interface {ifname} MAC differs",
+            f"prevResult {prev_mac}, found {link.mac}",
+        )
+    have: set[str] = set(deps.links.addresses(ifname, netns))
+    missing = [a for a in prev_ips if a not in have]
+    if missing:
+        raise CniError(
+            CHECK_FAILED, f"addresses missing on {ifname}", ", ".join(missing)
+        )
+    rules = deps.links.rules(0, netns)
+    for rule in st.rules:
+        if not any(r.src == rule.src and r.table == rule.table for r in rules):
+            raise CniError(
+                CHECK_FAILED,
+                f"rule from {rule.src} missing",
+                f"expected lookup {rule.table} pref {rule.priority}",
+            )
+    for table in sorted({r.table for r in st.routes}):
+        present = {r.dst for r in deps.links.routes(table, 0, netns)}
+        for route in st.routes:
+            if route.table == table and route.dst not in present:
+                raise CniError(
+                    CHECK_FAILED,
+                    f"route {route.dst} missing",
+                    f"table {table} on {ifname}",
+                )
+
+
+# ---------------------------------------------------------------------- GC
+
+
+def gc(
+    deps: Deps,
+    plugin: str,
+    network: str,
+    valid: Sequence[Attachment],
+    ipam: IpamClient | None,
+) -> list[str]:
+    """GC: restore and release every recorded attachment of ``network`` not in
+    ``valid``; then let the IPAM collect its own leftovers. Continues on errors
+    (SPEC.md "GC") and returns them."""
+    keep = {(a.container_id, a.ifname) for a in valid}
+    errors: list[str] = []
+    for st in store_for(deps, plugin).all():
+        if st.network != network or (st.container_id, st.ifname) in keep:
+            continue
+        try:
+            detach(
+                deps,
+                DetachRequest(plugin, network, st.container_id, st.ifname, st.netns),
+                ipam,
+            )
+        except CniError as exc:
+            errors.append(f"{st.container_id}/{st.ifname}: {exc}")
+    if ipam is not None:
+        try:
+            ipam.gc(network, valid)
+        except IpamError as exc:
+            errors.append(f"ipam gc: {exc.msg}")
+    return errors

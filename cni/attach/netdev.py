@@ -1,0 +1,225 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The VF netdev: into the pod (renamed away from the host) and back again.
+
+Written against ``cni.kernel.Links`` / ``cni.kernel.Netns`` only; imports
+nothing third-party.
+
+Why a temporary netns: renaming in the host races with udev (host-device's and
+sriov-cni's scar, peers.md 1.4 10c), and older ``dev<ifindex>`` temp names
+collided (sriov-cni #56, #111). The VF is moved into a fresh empty netns,
+renamed there, its stale altnames removed (kernel 6.x keeps the old name as an
+altname, sriov-cni #445), and only then moved into the pod.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from cni.errors import DEVICE_ERROR, NETNS_ERROR, CniError
+from cni.kernel import (
+    KernelError,
+    LinkExists,
+    LinkInfo,
+    LinkNotFound,
+    Links,
+    Netns,
+    NetnsNotFound,
+)
+from cni.rollback import Rollback
+
+log = logging.getLogger(__name__)
+
+
+def _drop_altnames(links: Links, name: str, netns: str, stale: set[str]) -> None:
+    info = links.get(name, netns)
+    for alt in info.altnames:
+        if alt in stale:
+            links.del_altname(name, alt, netns)
+
+
+def _rename_via(
+    links: Links,
+    namespaces: Netns,
+    name: str,
+    new_name: str,
+    src: str | None,
+    dst: str | None,
+) -> None:
+    """Move ``name`` from ``src`` to ``dst`` as ``new_name``, renamed in a temp netns.
+
+    On failure inside, the link is renamed back and returned to ``src`` before
+    the error propagates, so the caller's view is unchanged.
+    """
+    with namespaces.temporary() as tmp:
+        links.move(name, tmp, netns=src)
+        current = name
+        try:
+            if new_name != name:
+                links.rename(name, new_name, tmp)
+                current = new_name
+            _drop_altnames(links, new_name, tmp, {name, new_name})
+            links.move(new_name, dst, netns=tmp)
+        except BaseException:
+            try:
+                if current != name:
+                    links.rename(current, name, tmp)
+                links.move(name, src, netns=tmp)
+            except KernelError as undo:
+                # temporary() still evacuates it to the host on exit.
+                log.error("returning %s to its netns failed: %s", name, undo)
+            raise
+
+
+def move_into_pod(
+    links: Links,
+    namespaces: Netns,
+    host_name: str,
+    pod_netns: str,
+    ifname: str,
+    rb: Rollback,
+) -> LinkInfo:
+    """Move the host VF netdev into ``pod_netns`` named ``ifname``; undo on ``rb``."""
+    try:
+        namespaces.check(pod_netns)
+    except NetnsNotFound as exc:
+        raise CniError(
+            NETNS_ERROR, f"failed to open netns {pod_netns!r}", str(exc)
+        ) from exc
+    if links.find(ifname, pod_netns) is not None:
+        # SPEC.md "ADD": error if the interface already exists in the container.
+        raise CniError(
+            DEVICE_ERROR,
+            f"failed to move IF {host_name} to netns",
+            f"{ifname} already exists in {pod_netns}",
+        )
+    try:
+        _rename_via(links, namespaces, host_name, ifname, None, pod_netns)
+    except LinkExists as exc:
+        raise CniError(
+            DEVICE_ERROR,
+            f"failed to move IF {host_name} to netns",
+            f"file exists: {exc}",
+        ) from exc
+    except KernelError as exc:
+        raise CniError(
+            DEVICE_ERROR, f"setupVF failed: moving {host_name} into the pod", str(exc)
+        ) from exc
+    rb.push(
+        lambda: return_to_host(links, namespaces, ifname, pod_netns, host_name),
+        f"move {ifname} back to the host as {host_name}",
+    )
+    return links.get(ifname, pod_netns)
+
+
+def return_to_host(
+    links: Links, namespaces: Netns, ifname: str, pod_netns: str, host_name: str
+) -> None:
+    """Take ``ifname`` out of the pod back to the host as ``host_name``.
+
+    Down first (sriov-cni ReleaseVF); the rename happens in a temporary netns
+    so the pod-name altname is dropped and the host never sees the pod name.
+    """
+    links.set_down(ifname, pod_netns)
+    _rename_via(links, namespaces, ifname, host_name, pod_netns, None)
+
+
+def restore_link(
+    links: Links, name: str, mac: str | None, mtu: int | None, netns: str | None
+) -> None:
+    """Put back the original MAC and MTU (PR #316: a pod's MTU must not leak)."""
+    info = links.get(name, netns)
+    if mac and info.mac != mac:
+        links.set_mac(name, mac, netns)
+    if mtu and info.mtu != mtu:
+        links.set_mtu(name, mtu, netns)
+
+
+def configure_in_pod(
+    links: Links,
+    ifname: str,
+    netns: str,
+    mac: str | None,
+    mtu: int | None,
+    orig: LinkInfo,
+    rb: Rollback,
+) -> LinkInfo:
+    """Set MAC and MTU on the pod side, bring it up; undo on ``rb``.
+
+    The undos run while the link is still in the pod: the later rollback step
+    (``move_into_pod``'s) takes it back to the host with its original values.
+    """
+    if mac and mac != orig.mac:
+        rb.push(
+            lambda: links.set_mac(ifname, orig.mac, netns), f"restore MAC of {ifname}"
+        )
+        try:
+            links.set_mac(ifname, mac, netns)
+        except KernelError as exc:
+            raise CniError(
+                DEVICE_ERROR, f"failed to set netlink MAC address to {mac}", str(exc)
+            ) from exc
+    if mtu and mtu != orig.mtu:
+        rb.push(
+            lambda: links.set_mtu(ifname, orig.mtu, netns), f"restore MTU of {ifname}"
+        )
+        try:
+            links.set_mtu(ifname, mtu, netns)
+        except KernelError as exc:
+            raise CniError(
+                DEVICE_ERROR, f"failed to set MTU {mtu} on {ifname}", str(exc)
+            ) from exc
+    # sriov-cni sets these in the pod (errors ignored): the kernel announces
+    # the MAC on link changes, and optimistic DAD lets IPv6 be used at once.
+    for key in (
+        f"net/ipv4/conf/{ifname}/arp_notify",
+        f"net/ipv6/conf/{ifname}/ndisc_notify",
+        f"net/ipv6/conf/{ifname}/optimistic_dad",
+    ):
+        try:
+            links.set_sysctl(key, "1", netns)
+        except (KernelError, OSError) as exc:
+            log.debug("sysctl %s=1 in %s ignored: %s", key, netns, exc)
+    rb.push(lambda: links.set_down(ifname, netns), f"set {ifname} down")
+    links.set_up(ifname, netns)
+    return links.get(ifname, netns)
+
+
+def find_returned_vf(
+    links: Links,
+    candidates: list[str],
+    ifname: str,
+    mac: str | None,
+    ifindex: int | None,
+) -> LinkInfo | None:
+    """Find a VF that came back to the host when its pod netns was destroyed.
+
+    The kernel returns a real VF to the init netns under its pod name. Prefer
+    the names sysfs lists under the PCI function's ``net/``; else the link
+    named like the pod ifname, accepted only if its MAC or ifindex matches the
+    cache (a host link may legitimately be called ``net1``).
+    """
+    for name in candidates:
+        info = links.find(name)
+        if info is not None:
+            return info
+    info = links.find(ifname)
+    if info is not None and ((mac and info.mac == mac) or info.index == ifindex):
+        return info
+    return None
+
+
+def rename_in_host(links: Links, namespaces: Netns, name: str, host_name: str) -> None:
+    """Rename a host link via a temporary netns (never in the host: udev races)."""
+    if name == host_name:
+        return
+    links.set_down(name)
+    try:
+        _rename_via(links, namespaces, name, host_name, None, None)
+    except LinkNotFound:
+        raise
+    except KernelError as exc:
+        raise CniError(
+            DEVICE_ERROR,
+            f"failed to rename link {name} to host name {host_name}",
+            str(exc),
+        ) from exc

@@ -1,0 +1,291 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Addresses and per-NIC policy routing in the pod; deterministic table numbers.
+
+Written against ``cni.kernel.Links``; imports nothing third-party.
+
+Layout for a NIC ``net3`` with 172.16.13.5/24, gateway .254 (all in the pod):
+
+    ip rule  from 172.16.13.5/32 lookup 103 pref 900
+    table 103: 172.16.13.0/24 dev net3 scope link src 172.16.13.5
+               <pool routes> via <gw> dev net3
+               default via 172.16.13.254 dev net3
+    main:      172.16.13.0/24 dev net3 (the kernel's prefix route, kept)
+
+Decisions (README "Policy routing"):
+- Table numbers depend on the NIC name only, so attach order never matters
+  (Spiderpool counts UP links, which is order-dependent, peers.md 4.5/6b):
+  ``net<N>`` -> 100 + N (coordinator's numbering for net1..), any other name
+  -> a stable hash into [10000, 60000). An explicit ``routeTable`` wins. If a
+  rule in the pod already uses the number for another source, we probe
+  upwards (collision-free within the pod).
+- The kernel's on-link prefix route stays in main: unbound sockets to a peer
+  on the same rail then leave through that rail with its address, and the
+  eight rails' subnets never overlap. What would really pollute main - the
+  rail's default route and pool routes - go only into the NIC's table, and the
+  source rule (explicit priority, before main's 32766) sends everything from
+  the NIC's address there. So a NIC never reaches across to another rail's
+  table: traffic from its address only ever sees its own table.
+- The pod's main default route stays on eth0 unless ``podDefaultRouteNIC``
+  names this NIC; then our default replaces main's, and DEL puts the saved
+  one back.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import re
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import partial
+
+from cni.errors import DEVICE_ERROR, CniError
+from cni.ipam import IpamAddress, IpamRoute
+from cni.kernel import KernelError, LinkExists, Links, RouteSpec, RuleSpec
+from cni.rollback import Rollback
+
+log = logging.getLogger(__name__)
+
+AF_INET, AF_INET6 = 2, 10
+MAIN_TABLE = 254
+RT_SCOPE_LINK = 253
+NET_TABLE_BASE = 100
+HASH_TABLE_BASE = 10000
+HASH_TABLE_SPAN = 50000
+_NET_RE = re.compile(r"^net(\d{1,4})$")
+_RESERVED = frozenset({0, 253, 254, 255})
+
+
+def preferred_table(ifname: str) -> int:
+    """The table a NIC gets when nothing collides: depends on the name only."""
+    m = _NET_RE.match(ifname)
+    if m and 0 < int(m.group(1)) < HASH_TABLE_BASE - NET_TABLE_BASE:
+        return NET_TABLE_BASE + int(m.group(1))
+    return HASH_TABLE_BASE + zlib.crc32(ifname.encode()) % HASH_TABLE_SPAN
+
+
+def choose_table(
+    ifname: str,
+    used: Sequence[RuleSpec],
+    own_sources: Sequence[str],
+    explicit: int | None = None,
+) -> int:
+    """The NIC's table: ``explicit``, else ``preferred_table`` probed past collisions.
+
+    A table counts as taken when a rule in the pod looks it up for a source
+    that is not one of ours (a retried ADD finds its own rules again).
+    """
+    if explicit is not None:
+        return explicit
+    taken = {r.table for r in used if r.src not in own_sources}
+    table = preferred_table(ifname)
+    while table in taken or table in _RESERVED:
+        table += 1
+    return table
+
+
+def family_of(cidr: str) -> int:
+    return AF_INET6 if ipaddress.ip_interface(cidr).version == 6 else AF_INET
+
+
+def host_prefix(cidr: str) -> str:
+    ip = ipaddress.ip_interface(cidr).ip
+    return f"{ip}/{ip.max_prefixlen}"
+
+
+def default_dst(family: int) -> str:
+    return "::/0" if family == AF_INET6 else "0.0.0.0/0"
+
+
+@dataclass(frozen=True, slots=True)
+class RoutingPlan:
+    """What policy routing installs for one NIC."""
+
+    table: int
+    rules: tuple[RuleSpec, ...]
+    routes: tuple[RouteSpec, ...]  # all in ``table``
+    main_defaults: tuple[RouteSpec, ...]  # main-table defaults (podDefaultRouteNIC)
+
+
+def plan_routing(
+    ifname: str,
+    ips: Sequence[IpamAddress],
+    pool_routes: Sequence[IpamRoute],
+    table: int,
+    priority: int,
+    default_route_here: bool,
+) -> RoutingPlan:
+    """Rules and routes for ``ifname`` (pure; see the module doc for the layout)."""
+    rules: list[RuleSpec] = []
+    routes: list[RouteSpec] = []
+    mains: list[RouteSpec] = []
+    for ip in ips:
+        iface = ipaddress.ip_interface(ip.address)
+        fam = AF_INET6 if iface.version == 6 else AF_INET
+        rules.append(
+            RuleSpec(
+                src=host_prefix(ip.address), table=table, priority=priority, family=fam
+            )
+        )
+        routes.append(
+            RouteSpec(
+                dst=str(iface.network),
+                dev=ifname,
+                table=table,
+                scope=RT_SCOPE_LINK,
+                src=str(iface.ip),
+            )
+        )
+        for r in pool_routes:
+            if ipaddress.ip_network(r.dst).version != iface.version:
+                continue
+            gw = r.gw or ip.gateway
+            routes.append(RouteSpec(dst=r.dst, gw=gw, dev=ifname, table=table))
+        if ip.gateway:
+            routes.append(
+                RouteSpec(dst=default_dst(fam), gw=ip.gateway, dev=ifname, table=table)
+            )
+            if default_route_here:
+                mains.append(
+                    RouteSpec(
+                        dst=default_dst(fam),
+                        gw=ip.gateway,
+                        dev=ifname,
+                        table=MAIN_TABLE,
+                    )
+                )
+    return RoutingPlan(table, tuple(rules), tuple(_unique(routes)), tuple(mains))
+
+
+def _unique(routes: list[RouteSpec]) -> list[RouteSpec]:
+    seen: set[tuple[str, int]] = set()
+    out = []
+    for r in routes:
+        if (r.dst, r.table) not in seen:
+            seen.add((r.dst, r.table))
+            out.append(r)
+    return out
+
+
+def add_addresses(
+    links: Links, ifname: str, netns: str, addresses: Sequence[str], rb: Rollback
+) -> None:
+    """Configure each CIDR on the pod NIC; undo on ``rb``.
+
+    IPv6 addresses skip the kernel's DAD (``nodad``): our own NDP conflict
+    check runs next, and a tentative address could not be a route source.
+    """
+    for cidr in addresses:
+        try:
+            if family_of(cidr) == AF_INET6:
+                links.add_address(ifname, cidr, netns, nodad=True)  # type: ignore[call-arg]
+            else:
+                links.add_address(ifname, cidr, netns)
+        except LinkExists:
+            continue  # a retried ADD finds its own address; not ours to undo
+        except KernelError as exc:
+            raise CniError(
+                DEVICE_ERROR, f"failed to add IP address {cidr} to {ifname}", str(exc)
+            ) from exc
+        rb.push(
+            partial(links.del_address, ifname, cidr, netns),
+            f"remove address {cidr} from {ifname}",
+        )
+
+
+def apply_routing(
+    links: Links, netns: str, plan: RoutingPlan, rb: Rollback
+) -> list[RouteSpec]:
+    """Install the plan's routes then rules; returns the main defaults replaced."""
+    for route in plan.routes:
+        _add_route(links, route, netns, rb)
+    saved: list[RouteSpec] = []
+    for route in plan.main_defaults:
+        fam = AF_INET6 if ":" in route.dst else AF_INET
+        for old in links.routes(MAIN_TABLE, fam, netns):
+            if old.dst == route.dst:
+                links.del_route(old, netns)
+                rb.push(partial(links.add_route, old, netns), f"restore {old.dst}")
+                saved.append(old)
+        _add_route(links, route, netns, rb)
+    for rule in plan.rules:
+        try:
+            links.add_rule(rule, netns)
+        except LinkExists:
+            continue  # a retried ADD finds its own rule
+        except KernelError as exc:
+            raise CniError(
+                DEVICE_ERROR,
+                f"failed to add rule from {rule.src} lookup {rule.table}",
+                str(exc),
+            ) from exc
+        rb.push(
+            partial(links.del_rule, rule, netns),
+            f"remove rule from {rule.src} lookup {rule.table}",
+        )
+    return saved
+
+
+def _add_route(links: Links, route: RouteSpec, netns: str, rb: Rollback) -> None:
+    try:
+        links.add_route(route, netns)
+    except LinkExists:
+        return
+    except KernelError as exc:
+        raise CniError(
+            DEVICE_ERROR,
+            f"failed to add route {route.dst} via {route.gw or route.dev} "
+            f"table {route.table}",
+            str(exc),
+        ) from exc
+    rb.push(
+        lambda: links.del_route(route, netns),
+        f"remove route {route.dst} table {route.table}",
+    )
+
+
+def remove_routing(
+    links: Links,
+    netns: str,
+    rules: Sequence[RuleSpec],
+    routes: Sequence[RouteSpec],
+    saved_main: Sequence[RouteSpec],
+) -> list[str]:
+    """DEL: rules first, then routes, then restore main defaults; failures listed.
+
+    Already-missing entries are fine (the kernel drops routes of a link that
+    left the netns); only other kernel errors are reported.
+    """
+    failures: list[str] = []
+
+    def attempt(what: str, fn: object) -> None:
+        try:
+            fn()  # type: ignore[operator]
+        except (LookupError, KernelError) as exc:
+            if _is_gone(exc):
+                return
+            log.error("%s failed: %s", what, exc)
+            failures.append(f"{what}: {exc}")
+
+    for rule in rules:
+        attempt(f"remove rule from {rule.src}", lambda r=rule: links.del_rule(r, netns))
+    for route in routes:
+        attempt(f"remove route {route.dst}", lambda r=route: links.del_route(r, netns))
+    for route in saved_main:
+        attempt(
+            f"restore main route {route.dst}", lambda r=route: _restore(links, r, netns)
+        )
+    return failures
+
+
+def _restore(links: Links, route: RouteSpec, netns: str) -> None:
+    try:
+        links.add_route(route, netns)
+    except LinkExists:
+        pass
+
+
+def _is_gone(exc: BaseException) -> bool:
+    # ESRCH (no such rule/route) and ENODEV/ENOENT all mean "already gone".
+    return getattr(exc, "errno", None) in (2, 3, 19) or isinstance(exc, LookupError)

@@ -1,0 +1,102 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The VF attachment record: everything DEL needs, cached before the first change.
+
+Standard library and the contract modules only.
+
+Compared with sriov-cni's cache (``OrigVfState`` + NetConf, peers.md 1.5) the
+record also keeps the DPDK mode (the peer drops it, PR #346), the host ifindex
+and MAC so a VF that came back from a dead netns under the pod's name can be
+recognised, the routes/rules installed in the pod, and the IPAM identity so DEL
+can release without the original netconf. ``stage`` records how far ADD got;
+ADD re-saves the record as it goes, DEL restores whatever was recorded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from cni.attach.pf import PfSettings, vf_info_from_json, vf_info_to_json
+from cni.kernel import RouteSpec, RuleSpec, VfInfo
+from cni.state.cache import StateCache
+
+SCHEMA = 1
+
+
+@dataclass(slots=True)
+class VfState:
+    """One VF attached to one pod interface (sriov and ib-sriov alike)."""
+
+    container_id: str
+    ifname: str
+    network: str
+    netns: str
+    pci: str
+    pf: str | None = None
+    vf_index: int | None = None
+    dpdk: bool = False
+    host_ifname: str | None = None
+    host_ifindex: int | None = None
+    orig_mac: str | None = None  # netdev (effective) MAC before ADD
+    orig_mtu: int | None = None
+    orig_vf: VfInfo | None = None  # the PF's VF entry before ADD
+    pf_settings: PfSettings = field(default_factory=PfSettings)
+    pod_mac: str | None = None  # the MAC the netdev has in the pod
+    pod_mtu: int | None = None
+    addresses: list[str] = field(default_factory=list)  # CIDRs configured in the pod
+    routes: list[RouteSpec] = field(default_factory=list)  # installed by us
+    rules: list[RuleSpec] = field(default_factory=list)
+    saved_main_defaults: list[RouteSpec] = field(default_factory=list)
+    table: int | None = None
+    ipam_type: str = ""  # "" when the netconf has no ipam
+    ipam_conf: dict[str, Any] = field(default_factory=dict)  # for DEL without stdin
+    rdma_device: str | None = None  # moved into the pod (rdmaIsolation)
+    extra: dict[str, Any] = field(default_factory=dict)  # plugin-specific (GUIDs...)
+    stage: str = "new"
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"schema": SCHEMA}
+        for f in fields(self):
+            out[f.name] = getattr(self, f.name)
+        out["orig_vf"] = vf_info_to_json(self.orig_vf) if self.orig_vf else None
+        out["pf_settings"] = self.pf_settings.to_json()
+        out["routes"] = [asdict(r) for r in self.routes]
+        out["rules"] = [asdict(r) for r in self.rules]
+        out["saved_main_defaults"] = [asdict(r) for r in self.saved_main_defaults]
+        return out
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> VfState:
+        known = {f.name for f in fields(cls)}
+        data = {k: v for k, v in obj.items() if k in known}
+        # The cache adds camelCase bookkeeping keys; ours are snake_case.
+        data.setdefault("container_id", obj.get("containerID", ""))
+        if data.get("orig_vf") is not None:
+            data["orig_vf"] = vf_info_from_json(data["orig_vf"])
+        data["pf_settings"] = PfSettings.from_json(data.get("pf_settings") or {})
+        data["routes"] = [RouteSpec(**r) for r in data.get("routes") or []]
+        data["rules"] = [RuleSpec(**r) for r in data.get("rules") or []]
+        data["saved_main_defaults"] = [
+            RouteSpec(**r) for r in data.get("saved_main_defaults") or []
+        ]
+        return cls(**data)
+
+
+class StateStore:
+    """VfState records of one plugin in the atomic cache (``cni.state.cache``)."""
+
+    def __init__(self, cache: StateCache) -> None:
+        self.cache = cache
+
+    def save(self, st: VfState) -> None:
+        self.cache.save(st.container_id, st.ifname, st.to_json(), network=st.network)
+
+    def load(self, container_id: str, ifname: str) -> VfState | None:
+        data = self.cache.load(container_id, ifname)
+        return None if data is None else VfState.from_json(data)
+
+    def delete(self, container_id: str, ifname: str) -> None:
+        self.cache.delete(container_id, ifname)
+
+    def all(self) -> list[VfState]:
+        return [VfState.from_json(r.data) for r in self.cache.records()]

@@ -1,0 +1,294 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The sriov netconf: sriov-cni's fields, defaults and validation messages, plus ours.
+
+Imports only the standard library and the pure ``cni.{args,errors,types}``: a
+config error must be reported without loading pyroute2 or grpc.
+
+Field names and messages follow k8snetworkplumbingwg/sriov-cni
+``pkg/config/config.go`` (``LoadConf``) so logs and tests written against the Go
+plugin read the same. Railyard's additions (``mtu``, ``detectIPConflict``,
+``detectGateway``, ``podDefaultRouteNIC``, ``rdmaIsolation``/``enableRdma``,
+``policyRouting``, ``routeTable``, ``rulePriority``) are documented in README.md.
+Keys we do not know are ignored, as Go's json.Unmarshal does.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from cni.args import CniArgs, requested_mac
+from cni.errors import DECODE_FAILURE, INVALID_CONFIG, CniError
+from cni.types import NetConf as BaseNetConf
+
+PROTO_8021Q = "802.1q"
+PROTO_8021AD = "802.1ad"
+#: IFLA_VF_VLAN_INFO ``vlan_proto`` values (ETH_P_8021Q / ETH_P_8021AD).
+VLAN_PROTO_NUMBERS = {PROTO_8021Q: 0x8100, PROTO_8021AD: 0x88A8}
+LINK_STATES = {"auto": 0, "enable": 1, "disable": 2}
+#: Rule priority used when the netconf names none: below the kernel's main
+#: (32766) and default (32767) rules, distinct from coordinator's fwmark rule
+#: (1000), and the same for every NIC so ``ip rule`` stays readable.
+DEFAULT_RULE_PRIORITY = 900
+#: Linux reserves 0 (unspec) and 253..255 (default, main, local).
+RESERVED_TABLES = frozenset({0, 253, 254, 255})
+MAX_TABLE = 2**32 - 1
+
+_PCI_RE = re.compile(r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
+_MAC_RE = re.compile(r"^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$")
+
+
+def _err(msg: str, details: str = "") -> CniError:
+    return CniError(INVALID_CONFIG, msg, details)
+
+
+@dataclass(frozen=True, slots=True)
+class NetConf:
+    """A validated sriov netconf (one plugin of a conflist, as stdin carries it).
+
+    ``base`` holds the keys every plugin shares (cniVersion, name, ipam,
+    runtimeConfig, args, prevResult, logLevel/logFile), type-checked by core.
+    """
+
+    base: BaseNetConf
+    device_id: str
+    vlan: int | None = None
+    vlan_qos: int | None = None
+    vlan_proto: str | None = None  # lower-case "802.1q" / "802.1ad"
+    mac: str = ""  # effective request after CNI_ARGS / runtimeConfig precedence
+    spoofchk: bool | None = None
+    trust: bool | None = None
+    link_state: int | None = None
+    min_tx_rate: int | None = None
+    max_tx_rate: int | None = None
+    mtu: int | None = None
+    detect_ip_conflict: bool = True
+    detect_gateway: bool = True
+    pod_default_route_nic: str = ""
+    rdma_isolation: bool = False
+    policy_routing: bool = True
+    route_table: int | None = None
+    rule_priority: int = DEFAULT_RULE_PRIORITY
+
+    @property
+    def cni_version(self) -> str:
+        return self.base.cni_version
+
+    @property
+    def name(self) -> str:
+        return self.base.name
+
+    @property
+    def ipam(self) -> dict[str, Any]:
+        return self.base.ipam
+
+    @property
+    def ipam_type(self) -> str:
+        return self.base.ipam_type
+
+    @property
+    def raw(self) -> dict[str, Any]:
+        return self.base.raw
+
+    @property
+    def vlan_proto_number(self) -> int:
+        return VLAN_PROTO_NUMBERS[self.vlan_proto or PROTO_8021Q]
+
+
+def decode(stdin: bytes | str) -> dict[str, Any]:
+    """Parse stdin into a JSON object, or raise code 6 with Go's prefix."""
+    try:
+        data = json.loads(stdin)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise CniError(
+            DECODE_FAILURE, "LoadConf(): failed to load netconf", str(exc)
+        ) from exc
+    if not isinstance(data, dict):
+        raise CniError(
+            DECODE_FAILURE,
+            "LoadConf(): failed to load netconf",
+            f"expected a JSON object, got {type(data).__name__}",
+        )
+    return data
+
+
+def _opt_int(data: Mapping[str, Any], key: str) -> int | None:
+    value = data.get(key)
+    if value is None:
+        return None
+    # bool is an int subclass in Python; Go's json rejects true for *int.
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise CniError(
+            DECODE_FAILURE,
+            "LoadConf(): failed to load netconf",
+            f"json: cannot unmarshal {json.dumps(value)} into field {key} of type int",
+        )
+    return value
+
+
+def _opt_str(data: Mapping[str, Any], key: str) -> str | None:
+    value = data.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise CniError(
+            DECODE_FAILURE,
+            "LoadConf(): failed to load netconf",
+            f"json: cannot unmarshal {json.dumps(value)} into field {key} of type "
+            "string",
+        )
+    return value
+
+
+def _opt_bool(data: Mapping[str, Any], key: str, default: bool) -> bool:
+    value = data.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise _err(f"{key} must be true or false, got {json.dumps(value)}")
+    return value
+
+
+def _on_off(value: str | None) -> bool | None:
+    # sriov-cni: "on" -> true, any other non-empty value -> false, "" -> untouched.
+    if not value:
+        return None
+    return value == "on"
+
+
+def _validate_vlan(
+    vlan: int | None, qos: int | None, proto: str | None
+) -> tuple[int | None, str | None]:
+    """sriov-cni's VLAN rules, in its order; returns (qos, proto) with defaults."""
+    if vlan is None:
+        if qos is not None:
+            raise _err(
+                "LoadConf(): vlan id must be configured to set vlan QoS to a "
+                "non-nil value"
+            )
+        if proto is not None:
+            raise _err(
+                "LoadConf(): vlan id must be configured to set vlan proto to a "
+                "non-nil value"
+            )
+        return None, None
+    if not 0 <= vlan <= 4094:
+        raise _err(
+            f"LoadConf(): vlan id {vlan} invalid: value must be in the range 0-4094"
+        )
+    qos = 0 if qos is None else qos
+    if not 0 <= qos <= 7:
+        raise _err(
+            f"LoadConf(): vlan QoS PCP {qos} invalid: value must be in the range 0-7"
+        )
+    if qos != 0 and vlan == 0:
+        raise _err(
+            "LoadConf(): non-zero vlan id must be configured to set vlan QoS to a "
+            "non-zero value"
+        )
+    proto = (proto or PROTO_8021Q).lower()
+    if proto not in VLAN_PROTO_NUMBERS:
+        raise _err(
+            f"LoadConf(): vlan Proto {proto} invalid: value must be '802.1Q' or "
+            "'802.1ad'"
+        )
+    if proto == PROTO_8021AD and vlan == 0:
+        raise _err(
+            "LoadConf(): non-zero vlan id must be configured to set vlan proto 802.1ad"
+        )
+    return qos, proto
+
+
+def _validate_mac(mac: str) -> str:
+    mac = mac.lower()
+    if mac and not _MAC_RE.match(mac):
+        # sriov-cni parses it only when applying; we fail before touching the VF.
+        raise _err(f"failed to parse MAC address {mac}", "expected xx:xx:xx:xx:xx:xx")
+    return mac
+
+
+def _validate_table(value: int | None, key: str) -> int | None:
+    if value is None:
+        return None
+    if value in RESERVED_TABLES or not 0 < value <= MAX_TABLE:
+        raise _err(
+            f"{key} {value} invalid: must be 1-{MAX_TABLE} and not a reserved "
+            "table (253 default, 254 main, 255 local)"
+        )
+    return value
+
+
+def load_conf(
+    stdin: bytes | str | Mapping[str, Any],
+    cni_args: CniArgs | None = None,
+    require_device: bool = True,
+) -> NetConf:
+    """Parse and validate a sriov netconf; raises CniError 6 or 7.
+
+    The MAC asked for is runtimeConfig.mac > args.cni.mac > CNI_ARGS ``MAC`` >
+    the netconf's ``mac`` (sriov-cni ``cmdAdd`` order). Nothing here touches
+    sysfs: resolving the VF from ``deviceID`` is the ADD's first step.
+    DEL, GC and STATUS pass ``require_device=False``: they work from the cache
+    (GC and STATUS never carry a ``deviceID``).
+    """
+    data = dict(stdin) if isinstance(stdin, Mapping) else decode(stdin)
+    base = BaseNetConf.from_dict(data)
+    device_id = _opt_str(data, "deviceID") or ""
+    if not device_id and require_device:
+        raise _err("LoadConf(): VF pci addr is required")
+    if device_id and not _PCI_RE.match(device_id):
+        raise _err(
+            f"LoadConf(): invalid PCI address {device_id}",
+            "expected DDDD:BB:DD.F, e.g. 0000:af:00.2",
+        )
+    vlan = _opt_int(data, "vlan")
+    qos, proto = _validate_vlan(
+        vlan, _opt_int(data, "vlanQoS"), _opt_str(data, "vlanProto")
+    )
+    link_state_raw = _opt_str(data, "link_state") or ""
+    if link_state_raw and link_state_raw not in LINK_STATES:
+        raise _err(f"LoadConf(): invalid link_state value: {link_state_raw}")
+
+    mac = requested_mac(data, cni_args or CniArgs()) or _opt_str(data, "mac") or ""
+
+    mtu = _opt_int(data, "mtu")
+    if mtu is not None and mtu <= 0:
+        raise _err(f"mtu {mtu} invalid: must be a positive number")
+    for key in ("min_tx_rate", "max_tx_rate"):
+        rate = _opt_int(data, key)
+        if rate is not None and rate < 0:
+            raise _err(f"{key} {rate} invalid: must be 0 or more Mbps")
+
+    prio = _opt_int(data, "rulePriority")
+    if prio is not None and not 0 < prio < 32766:
+        raise _err(
+            f"rulePriority {prio} invalid: must be 1-32765 (before the main table)"
+        )
+    # ``enableRdma`` is Spiderpool's older spelling of ``rdmaIsolation``.
+    rdma = _opt_bool(data, "rdmaIsolation", False) or _opt_bool(
+        data, "enableRdma", False
+    )
+    return NetConf(
+        base=base,
+        device_id=device_id.lower(),
+        vlan=vlan,
+        vlan_qos=qos,
+        vlan_proto=proto,
+        mac=_validate_mac(mac),
+        spoofchk=_on_off(_opt_str(data, "spoofchk")),
+        trust=_on_off(_opt_str(data, "trust")),
+        link_state=LINK_STATES[link_state_raw] if link_state_raw else None,
+        min_tx_rate=_opt_int(data, "min_tx_rate"),
+        max_tx_rate=_opt_int(data, "max_tx_rate"),
+        mtu=mtu,
+        detect_ip_conflict=_opt_bool(data, "detectIPConflict", True),
+        detect_gateway=_opt_bool(data, "detectGateway", True),
+        pod_default_route_nic=_opt_str(data, "podDefaultRouteNIC") or "",
+        rdma_isolation=rdma,
+        policy_routing=_opt_bool(data, "policyRouting", True),
+        route_table=_validate_table(_opt_int(data, "routeTable"), "routeTable"),
+        rule_priority=DEFAULT_RULE_PRIORITY if prio is None else prio,
+    )

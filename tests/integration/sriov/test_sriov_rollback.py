@@ -1,0 +1,167 @@
+# SPDX-License-Identifier: Apache-2.0
+"""sriov ADD rollback: a failure after each step leaves the host as it was.
+
+PF-side steps fail through the recording seam's faults (``<lab>/faults.json``);
+kernel steps through a ``FaultProxy`` around the real ``PyRoute2Links`` and
+``RawProbes`` (the steps before the fault really happened); IPAM through the
+FakeIpam. After every failure: the VF is back in the host with its name, MAC
+and MTU, its PF-side settings are the originals (sriov-cni #119), the address
+is released, and neither a record nor an allocation marker is left.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cni.errors import IPAM_ERROR, CniError
+from cni.ipam import IpamError
+from cni.kernel import KernelError
+from cni.plugins.sriov import commands
+from cni.sim.recording import Faults, RecordingRdmaOps
+from tests.doubles.sriov_lab import Harness, link, rules, vf_table
+
+pytestmark = pytest.mark.kernel
+
+FULL = {
+    "mac": "02:aa:bb:cc:dd:01",
+    "vlan": 100,
+    "vlanQoS": 2,
+    "spoofchk": "off",
+    "trust": "on",
+    "link_state": "enable",
+    "min_tx_rate": 10,
+    "max_tx_rate": 100,
+    "mtu": 4200,
+}
+
+
+@pytest.fixture
+def h(tmp_path: Path) -> Iterator[Harness]:
+    with Harness.up(tmp_path, rails=1) as harness:
+        yield harness
+
+
+def snapshot(h: Harness) -> dict[str, Any]:
+    vf, rail = h.vf(), h.rail()
+    host = link(vf.netdev)
+    assert host is not None
+    return {
+        "mac": host["address"],
+        "mtu": host["mtu"],
+        "vf": vf_table(h.lab, rail.pf_netdev, vf.index),
+    }
+
+
+def assert_pristine(h: Harness, before: dict[str, Any], pod: str) -> None:
+    assert snapshot(h) == before
+    assert link("net1", pod) is None
+    assert [r for r in rules(pod) if r.get("src", "").startswith("172.16.")] == []
+    assert h.ipam.held == {}
+    assert list((h.state_dir / "sriov").glob("*.json")) == []
+    assert not (h.state_dir / "pci" / h.vf().pci).exists()
+
+
+def run_add(h: Harness, pod: str, deps: Any = None, **extra: Any) -> CniError:
+    conf = h.conf(v6=True, **{**FULL, **extra})
+    args = h.args("ADD", conf, pod)
+    with pytest.raises((CniError, KernelError)) as info:
+        commands.cmd_add(args, deps=deps or h.deps(), ipam_factory=h.ipam_factory)
+    err = info.value
+    return err if isinstance(err, CniError) else CniError(0, str(err))
+
+
+@pytest.mark.parametrize(
+    "op",
+    ["set_vlan", "set_mac", "set_rate", "set_spoofchk", "set_trust", "set_link_state"],
+)
+def test_pf_setting_failure_restores_every_earlier_pf_setting(
+    h: Harness, op: str
+) -> None:
+    before, pod = snapshot(h), h.pod()
+    Faults(h.lab.dir).inject(op, "EOPNOTSUPP", count=1)
+    err = run_add(h, pod)
+    assert err.msg == f"failed to configure VF 0 of {h.rail().pf_netdev}"
+    assert_pristine(h, before, pod)
+
+
+# (proxy, method, matching calls let through before the fault)
+KERNEL_STEPS = [
+    ("links", "move", 0),  # host -> temporary netns
+    ("links", "rename", 0),  # to net1 in the temporary netns
+    ("links", "move", 1),  # temporary netns -> pod
+    ("links", "set_mac", 0),
+    ("links", "set_mtu", 0),
+    ("links", "set_up", 0),
+    ("links", "add_address", 1),  # the IPv6 address, after the IPv4 one
+    ("probes", "conflict", 0),
+    ("probes", "gateway", 1),
+    ("links", "add_route", 2),
+    ("links", "add_rule", 1),
+]
+
+
+@pytest.mark.parametrize(("proxy", "method", "skip"), KERNEL_STEPS)
+def test_kernel_step_failure_rolls_everything_back(
+    h: Harness, proxy: str, method: str, skip: int
+) -> None:
+    before, pod = snapshot(h), h.pod()
+    deps = h.deps(faulty=True)
+    target = h.links if proxy == "links" else h.probes
+    assert target is not None
+    target.fail(method, KernelError(f"injected {method} failure"), skip=skip)
+    run_add(h, pod, deps=deps)
+    assert not target._faults, f"{method} was never reached"
+    assert_pristine(h, before, pod)
+
+
+def test_ipam_failure_rolls_back_the_moved_vf(h: Harness) -> None:
+    before, pod = snapshot(h), h.pod()
+    h.ipam.fail_allocate = IpamError(IPAM_ERROR, "pool exhausted")
+    err = run_add(h, pod)
+    assert (err.code, err.msg) == (IPAM_ERROR, "pool exhausted")
+    assert_pristine(h, before, pod)
+
+
+def test_rdma_isolation_joins_the_rollback_when_ipam_fails(h: Harness) -> None:
+    before, pod = snapshot(h), h.pod()
+    h.ipam.fail_allocate = IpamError(IPAM_ERROR, "pool exhausted")
+    run_add(h, pod, rdmaIsolation=True)
+    assert_pristine(h, before, pod)
+    assert h.vf().rdma in RecordingRdmaOps(h.lab.dir).devices(None)
+
+
+def test_rdma_isolation_moves_the_rdma_device_into_the_pod(h: Harness) -> None:
+    pod = h.pod()
+    conf = h.conf(rdmaIsolation=True)
+    commands.cmd_add(
+        h.args("ADD", conf, pod), deps=h.deps(), ipam_factory=h.ipam_factory
+    )
+    assert h.vf().rdma in RecordingRdmaOps(h.lab.dir).devices(pod)
+    commands.cmd_del(
+        h.args("DEL", conf, pod), deps=h.deps(), ipam_factory=h.ipam_factory
+    )
+    assert h.vf().rdma in RecordingRdmaOps(h.lab.dir).devices(None)
+
+
+def test_failed_undo_keeps_the_record_so_del_finishes_the_job(h: Harness) -> None:
+    before, pod = snapshot(h), h.pod()
+    deps = h.deps(faulty=True)
+    assert h.links is not None
+    h.ipam.fail_allocate = IpamError(IPAM_ERROR, "pool exhausted")
+    # The undo of the MTU change fails: the VF cannot be fully restored now.
+    h.links.fail("set_mtu", KernelError("injected"), skip=1)
+    err = run_add(h, pod, deps=deps)
+    assert "rollback incomplete" in " ".join(getattr(err, "__notes__", [])) or (
+        list((h.state_dir / "sriov").glob("*.json"))
+    )
+    assert list((h.state_dir / "sriov").glob("*.json"))
+    commands.cmd_del(
+        h.args("DEL", h.conf(v6=True, **FULL), pod),
+        deps=h.deps(),
+        ipam_factory=h.ipam_factory,
+    )
+    assert_pristine(h, before, pod)
