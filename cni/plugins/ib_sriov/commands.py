@@ -1,0 +1,484 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The ib-sriov plugin: an IPoIB VF (and optionally its RDMA device) into the pod.
+
+The VF lifecycle is the shared one (``cni.attach.lifecycle``: lock, record,
+PF settings, RDMA move before the netdev, netdev, IPAM, detection, policy
+routing, rollback). What is InfiniBand-specific lives here:
+
+- the GUID (``runtimeConfig.infinibandGUID`` > ``args.cni.guid``), set as node
+  and port GUID on the PF, made effective by rebinding the VF driver; the
+  plugin then waits - on uevents, bounded, no sleep-polling - for the netdev
+  (and, with ``rdmaIsolation``, the RDMA device) to come back, and re-reads
+  the netdev name by PCI address because a rebind may rename it (P9);
+- the original GUIDs and netdev name in a record of their own
+  (``<state>/ib-sriov-guid/``), written before the first GUID write. DEL
+  restores the GUID (all-F when the original was unset or zero, like the
+  peer), rebinds, and renames the netdev back to its original name; the record
+  goes only once that worked, so a failed DEL (or the ADD rollback) can be
+  retried. It is separate from the VF record because the shared DEL deletes
+  that one as soon as the netdev is home;
+- a per-PF lock around ADD and DEL: a rebind re-creates the VF's netdev and
+  RDMA device, so VFs of one PF are serialised while one is in flight, but a
+  rebind on one PF never blocks pods on another (the peer takes one global
+  lock);
+- ``pkey`` validated and kept in the state (``extra.pkey``) and ``dhcp``
+  refused (in ``config``).
+
+IPoIB hardware addresses are 20 bytes: the address probes (``cni.kernel.probes``)
+skip IPoIB links with a log line; a veth stand-in in the simulated host is
+probed as Ethernet.
+
+Imports only light modules at top; adapters come through ``cni.deps``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from cni.attach.detection import DetectionPolicy
+from cni.attach.lifecycle import (
+    AttachContext,
+    AttachSpec,
+    DetachRequest,
+    RoutingPolicy,
+    attach,
+    check,
+    detach,
+    gc,
+    store_for,
+)
+from cni.attach.netdev import rename_in_host
+from cni.attach.pf import PfSettings
+from cni.errors import CHECK_FAILED, DEVICE_ERROR, STATUS_UNAVAILABLE, CniError
+from cni.ipam import IpamClient
+from cni.kernel import KernelError, Timeout
+from cni.plugins.ib_sriov.config import IbConf, load_conf
+from cni.plugins.sriov.commands import ipam_request, to_result
+from cni.skel import CmdArgs, PluginFuncs
+from cni.state.cache import StateCache
+from cni.state.locks import Locks
+from cni.types import Result
+
+if TYPE_CHECKING:
+    from cni.deps import Deps
+
+log = logging.getLogger(__name__)
+
+PLUGIN = "ib-sriov"
+GUID_RECORDS = "ib-sriov-guid"
+ALL_F_GUID = "ff:ff:ff:ff:ff:ff:ff:ff"
+ZERO_GUID = "00:00:00:00:00:00:00:00"
+VFIO = "vfio-pci"
+#: Seconds to wait for the VF's netdev / RDMA device after a driver rebind.
+REBIND_TIMEOUT_ENV = "RAILYARD_IB_REBIND_TIMEOUT"
+DEFAULT_REBIND_TIMEOUT = 15.0
+
+IpamFactory = Callable[[Mapping[str, Any], Mapping[str, str]], "IpamClient | None"]
+
+
+def _real_ipam(netconf: Mapping[str, Any], env: Mapping[str, str]) -> IpamClient | None:
+    from cni.ipam.choose import choose_ipam
+
+    return choose_ipam(netconf, env)
+
+
+@contextmanager
+def _resources(
+    args: CmdArgs,
+    deps: Deps | None,
+    ipam_factory: IpamFactory | None,
+    with_ipam: bool = True,
+) -> Iterator[tuple[Deps, IpamClient | None]]:
+    if deps is None:
+        from cni.deps import real_deps
+
+        deps = real_deps(args.env)
+    ipam = (ipam_factory or _real_ipam)(args.netconf, args.env) if with_ipam else None
+    try:
+        yield deps, ipam
+    finally:
+        if ipam is not None:
+            ipam.close()
+        deps.close()
+
+
+def rebind_timeout(env: Mapping[str, str]) -> float:
+    raw = env.get(REBIND_TIMEOUT_ENV, "")
+    try:
+        value = float(raw) if raw else DEFAULT_REBIND_TIMEOUT
+    except ValueError:
+        log.warning(
+            "%s=%r is not a number; using %gs",
+            REBIND_TIMEOUT_ENV,
+            raw,
+            DEFAULT_REBIND_TIMEOUT,
+        )
+        return DEFAULT_REBIND_TIMEOUT
+    return value if value > 0 else DEFAULT_REBIND_TIMEOUT
+
+
+def _unset(guid: str | None) -> bool:
+    return not guid or guid.lower() in (ZERO_GUID, ALL_F_GUID)
+
+
+def pf_lock_key(deps: Deps, pci: str) -> str:
+    """The per-PF lock key of VF ``pci`` (the VF's own key if it has no PF)."""
+    try:
+        pf_pci = deps.sysfs.pf_of(pci)
+    except (KernelError, OSError):
+        pf_pci = None
+    return f"ib-pf-{pf_pci or pci}"
+
+
+# ------------------------------------------------------------ GUID + rebind
+
+
+def rebind_and_wait(
+    deps: Deps, pci: str, timeout: float, rdma: bool
+) -> tuple[str, str | None]:
+    """Rebind the VF driver; the netdev (and RDMA device) it comes back as.
+
+    The uevent monitor is listening before the rebind, so no event is lost; the
+    wait is bounded by ``timeout`` for the netdev and the RDMA device together.
+    """
+    started = time.monotonic()
+    with deps.waiter.watch():
+        try:
+            deps.vf.rebind(pci)
+        except KernelError as exc:
+            raise CniError(
+                DEVICE_ERROR, f"failed to rebind the driver of VF {pci}", str(exc)
+            ) from exc
+        rdma_dev = None
+        try:
+            name = deps.waiter.wait_netdev(pci, timeout)
+            if rdma:
+                left = max(timeout - (time.monotonic() - started), 0.0)
+                rdma_dev = deps.waiter.wait_rdma(pci, left)
+        except Timeout as exc:
+            raise CniError(
+                DEVICE_ERROR,
+                f"VF {pci} did not come back within {timeout:g}s after the driver "
+                "rebind",
+                str(exc),
+            ) from exc
+    log.info("VF %s is back as %s after %.3fs", pci, name, time.monotonic() - started)
+    return name, rdma_dev
+
+
+def _set_guids(deps: Deps, pf: str, vf: int, node: str, port: str) -> None:
+    for what, setter, guid in (
+        ("node", deps.vf.set_node_guid, node),
+        ("port", deps.vf.set_port_guid, port),
+    ):
+        try:
+            setter(pf, vf, guid)
+        except KernelError as exc:
+            raise CniError(
+                DEVICE_ERROR,
+                f"failed to set the {what} GUID of VF {vf} on {pf} to {guid}",
+                str(exc),
+            ) from exc
+
+
+def restore_guid(deps: Deps, rec: Mapping[str, Any], timeout: float) -> None:
+    """Put back the VF's original GUIDs and netdev name from a GUID record.
+
+    An unset or all-zero original is restored as all-F (ib-sriov-cni's default:
+    the VF then gets a GUID from the subnet manager's policy again).
+    """
+    pf, vf, pci = str(rec["pf"]), int(rec["vf_index"]), str(rec["pci"])
+    node = rec.get("orig_node_guid")
+    port = rec.get("orig_port_guid")
+    node = ALL_F_GUID if _unset(node) else str(node).lower()
+    port = ALL_F_GUID if _unset(port) else str(port).lower()
+    _set_guids(deps, pf, vf, node, port)
+    log.info("GUIDs of VF %s restored to node %s port %s", pci, node, port)
+    if rec.get("dpdk"):
+        return  # vfio: no netdev to bring back (the peer skips the rebind too)
+    name, _ = rebind_and_wait(deps, pci, timeout, bool(rec.get("rdma")))
+    original = rec.get("host_ifname")
+    if original and name != original:
+        rename_in_host(deps.links, deps.netns, name, str(original))
+        log.info("VF %s netdev renamed back from %s to %s", pci, name, original)
+        if deps.simulated:
+            _sim_tree_follows_rename(deps, pci, str(original))
+
+
+def _sim_tree_follows_rename(deps: Deps, pci: str, name: str) -> None:
+    """Simulated host only: make the fake PCI tree show the renamed netdev.
+
+    Real sysfs follows a rename by itself; the lab's plain-file tree cannot, so
+    this does what the kernel would. Never runs on a real host.
+    """
+    from cni.sim.pci_tree import PciTree
+
+    PciTree(deps.sysfs.root).set_netdev(pci, name)
+
+
+class GuidHook:
+    """The lifecycle hook of an ib-sriov ADD (runs after the PF settings)."""
+
+    def __init__(self, conf: IbConf, args: CmdArgs, timeout: float) -> None:
+        self.conf = conf
+        self.args = args
+        self.timeout = timeout
+
+    def __call__(self, ctx: AttachContext) -> None:
+        st, deps, conf = ctx.state, ctx.deps, self.conf
+        assert st.pf is not None and st.vf_index is not None
+        orig = st.orig_vf
+        pf_pci = deps.sysfs.pf_of(st.pci)
+        st.extra.update(pkey=conf.pkey, guid=conf.guid, pf_pci=pf_pci)
+        if conf.vfio_pci_mode and not st.dpdk:
+            raise CniError(
+                DEVICE_ERROR,
+                f"vfioPciMode is set but VF {st.pci} is not bound to {VFIO}",
+                f"its driver is {ctx.device.driver}",
+            )
+        if not conf.guid:
+            # ib-sriov-cni: without a GUID the VF must already have a usable one.
+            if not st.dpdk and (orig is None or _unset(orig.node_guid)):
+                raise CniError(
+                    DEVICE_ERROR,
+                    f"VF {st.pci} GUID is not valid",
+                    f"node GUID {orig.node_guid if orig else None}; give one in "
+                    "runtimeConfig.infinibandGUID or args.cni.guid",
+                )
+            ctx.save()
+            return
+        records = StateCache(deps.state_dir, GUID_RECORDS)
+        rec = {
+            "pci": st.pci,
+            "pf": st.pf,
+            "pf_pci": pf_pci,
+            "vf_index": st.vf_index,
+            "orig_node_guid": orig.node_guid if orig else None,
+            "orig_port_guid": orig.port_guid if orig else None,
+            "guid": conf.guid,
+            "pkey": conf.pkey,
+            "host_ifname": st.host_ifname,
+            "dpdk": st.dpdk,
+            "rdma": conf.rdma_isolation,
+        }
+        earlier = records.load(self.args.container_id, self.args.ifname)
+        if earlier is not None and earlier.get("pci") == st.pci:
+            # A record left by an ADD whose rollback failed: the VF may still
+            # carry *our* GUID and name, so the originals are the recorded ones.
+            for key in ("orig_node_guid", "orig_port_guid", "host_ifname"):
+                rec[key] = earlier.get(key)
+        # Saved, and its undo registered, before the first GUID write: a crash
+        # or a failure from here on still knows what to put back (issue #217:
+        # the peer caches the *new* GUID as the original on a retried ADD).
+        records.save(self.args.container_id, self.args.ifname, rec, network=conf.name)
+        ctx.rb.push(
+            lambda: self._undo(deps, records, rec), f"restore the GUID of VF {st.pci}"
+        )
+        _set_guids(deps, st.pf, st.vf_index, conf.guid, conf.guid)
+        if not st.dpdk:
+            try:
+                name, rdma_dev = rebind_and_wait(
+                    deps, st.pci, self.timeout, conf.rdma_isolation
+                )
+            except CniError as exc:
+                # Printed after the Rollback unwound; an undo that failed is
+                # appended to these details by skel.
+                raise CniError(
+                    exc.code, exc.msg, f"{exc.details}; the ADD was rolled back"
+                ) from exc
+            # Re-resolved by PCI: the netdev may be back under another name.
+            link = deps.links.get(name)
+            st.host_ifname, st.host_ifindex, st.orig_mac = name, link.index, link.mac
+            if rdma_dev and st.rdma_device and rdma_dev != st.rdma_device:
+                # The kernel numbered the recreated RDMA device anew.
+                log.warning(
+                    "VF %s RDMA device is now %s (was %s)",
+                    st.pci,
+                    rdma_dev,
+                    st.rdma_device,
+                )
+                st.rdma_device = rdma_dev
+        ctx.save()
+
+    def _undo(self, deps: Deps, records: StateCache, rec: Mapping[str, Any]) -> None:
+        restore_guid(deps, rec, self.timeout)
+        records.delete(self.args.container_id, self.args.ifname)
+
+
+# --------------------------------------------------------------------- ADD
+
+
+def attach_spec(args: CmdArgs, conf: IbConf) -> AttachSpec:
+    return AttachSpec(
+        plugin=PLUGIN,
+        network=conf.name,
+        container_id=args.container_id,
+        ifname=args.ifname,
+        netns=args.netns,
+        pci=conf.device_id,
+        pf_settings=PfSettings(link_state=conf.link_state),
+        mtu=conf.mtu,
+        ipam_request=ipam_request(args, conf),  # type: ignore[arg-type]
+        ipam_type=conf.ipam_type,
+        ipam_conf=dict(conf.ipam),
+        detection=DetectionPolicy(
+            conflict=conf.detect_ip_conflict, gateway=conf.detect_gateway
+        ),
+        routing=RoutingPolicy(
+            enabled=conf.policy_routing,
+            table=conf.route_table,
+            priority=conf.rule_priority,
+            default_route_nic=conf.pod_default_route_nic,
+        ),
+        rdma_isolation=conf.rdma_isolation,
+    )
+
+
+def add(args: CmdArgs, conf: IbConf, deps: Deps, ipam: IpamClient | None) -> Result:
+    hook = GuidHook(conf, args, rebind_timeout(args.env))
+    with Locks(deps.state_dir).lock(pf_lock_key(deps, conf.device_id)):
+        att = attach(deps, attach_spec(args, conf), ipam, hooks=[hook])
+    return to_result(att, conf.cni_version)
+
+
+def cmd_add(
+    args: CmdArgs, deps: Deps | None = None, ipam_factory: IpamFactory | None = None
+) -> Result:
+    conf = load_conf(args.netconf, args.cni_args)
+    with _resources(args, deps, ipam_factory) as (d, ipam):
+        return add(args, conf, d, ipam)
+
+
+# --------------------------------------------------------------------- DEL
+
+
+def _finish_guid(deps: Deps, cid: str, ifname: str, timeout: float) -> None:
+    """Restore the GUID once the VF is home (its VF record gone); keep on error."""
+    records = StateCache(deps.state_dir, GUID_RECORDS)
+    rec = records.load(cid, ifname)
+    if rec is None:
+        return
+    if store_for(deps, PLUGIN).load(cid, ifname) is not None:
+        # The shared DEL kept the VF record: the netdev is not home yet (netns
+        # unknown), so a rebind now would pull it out of a live pod. GC or a
+        # later DEL finishes.
+        log.warning("VF %s not back yet; its GUID is restored later", rec["pci"])
+        return
+    try:
+        restore_guid(deps, rec, timeout)
+    except (CniError, KernelError) as exc:
+        raise CniError(
+            DEVICE_ERROR,
+            f"failed to restore the GUID of VF {rec['pci']}",
+            f"{exc} (the record is kept; DEL can be retried)",
+        ) from exc
+    records.delete(cid, ifname)
+
+
+def delete(args: CmdArgs, conf: IbConf, deps: Deps, ipam: IpamClient | None) -> None:
+    st = store_for(deps, PLUGIN).load(args.container_id, args.ifname)
+    rec = StateCache(deps.state_dir, GUID_RECORDS).load(args.container_id, args.ifname)
+    pci = st.pci if st else (str(rec["pci"]) if rec else "")
+    req = DetachRequest(PLUGIN, conf.name, args.container_id, args.ifname, args.netns)
+    if not pci:
+        detach(deps, req, ipam)  # nothing recorded: releases the address only
+        return
+    with Locks(deps.state_dir).lock(pf_lock_key(deps, pci)):
+        detach(deps, req, ipam)
+        _finish_guid(deps, args.container_id, args.ifname, rebind_timeout(args.env))
+
+
+def cmd_del(
+    args: CmdArgs, deps: Deps | None = None, ipam_factory: IpamFactory | None = None
+) -> None:
+    conf = load_conf(args.netconf, args.cni_args, require_device=False)
+    with _resources(args, deps, ipam_factory) as (d, ipam):
+        delete(args, conf, d, ipam)
+
+
+# ------------------------------------------------------- CHECK, GC, STATUS
+
+
+def cmd_check(
+    args: CmdArgs, deps: Deps | None = None, ipam_factory: IpamFactory | None = None
+) -> None:
+    conf = load_conf(args.netconf, args.cni_args, require_device=False)
+    prev = conf.base.prev_result
+    if prev is None:
+        raise CniError(CHECK_FAILED, "required prevResult missing")
+    idx = next(
+        (i for i, it in enumerate(prev.interfaces) if it.name == args.ifname), None
+    )
+    if idx is None:
+        raise CniError(CHECK_FAILED, f"interface {args.ifname} not found in prevResult")
+    ips = [str(ip.address) for ip in prev.ips if ip.interface in (idx, None)]
+    with _resources(args, deps, ipam_factory) as (d, ipam):
+        if ipam is not None:
+            ipam.check(conf.name, args.container_id, args.ifname)
+        check(
+            d,
+            PLUGIN,
+            args.container_id,
+            args.ifname,
+            args.netns,
+            ips,
+            prev.interfaces[idx].mac,
+        )
+        st = store_for(d, PLUGIN).load(args.container_id, args.ifname)
+        if st is not None and st.rdma_device:
+            if st.rdma_device not in d.rdma.devices(args.netns):
+                raise CniError(
+                    CHECK_FAILED, f"RDMA device {st.rdma_device} is not in {args.netns}"
+                )
+
+
+def cmd_gc(
+    args: CmdArgs, deps: Deps | None = None, ipam_factory: IpamFactory | None = None
+) -> None:
+    conf = load_conf(args.netconf, args.cni_args, require_device=False)
+    with _resources(args, deps, ipam_factory) as (d, ipam):
+        errors = gc(d, PLUGIN, conf.name, args.valid_attachments, ipam)
+        timeout = rebind_timeout(args.env)
+        for rec in list(StateCache(d.state_dir, GUID_RECORDS).records()):
+            if rec.network != conf.name or args.is_valid_attachment(
+                rec.container_id, rec.ifname
+            ):
+                continue
+            try:
+                with Locks(d.state_dir).lock(f"ib-pf-{rec.data.get('pf_pci')}"):
+                    _finish_guid(d, rec.container_id, rec.ifname, timeout)
+            except CniError as exc:
+                errors.append(f"{rec.container_id}/{rec.ifname}: {exc}")
+    if errors:
+        raise CniError(DEVICE_ERROR, "GC incomplete", "; ".join(errors))
+
+
+def cmd_status(
+    args: CmdArgs, deps: Deps | None = None, ipam_factory: IpamFactory | None = None
+) -> None:
+    """STATUS: 50 when IPAM is unavailable or rdmaIsolation cannot work here."""
+    conf = load_conf(args.netconf, args.cni_args, require_device=False)
+    if conf.rdma_isolation:
+        from cni.attach.rdma import require_exclusive
+
+        with _resources(args, deps, ipam_factory, with_ipam=False) as (d, _):
+            try:
+                require_exclusive(d.rdma)
+            except CniError as exc:
+                raise CniError(STATUS_UNAVAILABLE, exc.msg, exc.details) from exc
+    ipam = (ipam_factory or _real_ipam)(args.netconf, args.env)
+    if ipam is None:
+        return
+    try:
+        ipam.status()
+    finally:
+        ipam.close()
+
+
+FUNCS = PluginFuncs(
+    add=cmd_add, del_=cmd_del, check=cmd_check, status=cmd_status, gc=cmd_gc
+)

@@ -1,0 +1,298 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The chained ``rdma`` plugin: move the VF's RDMA device into the pod and back.
+
+rdma-cni compatible (peers.md 3.4), with its gaps closed:
+
+- ADD needs ``prevResult`` (it runs after ``sriov`` in a conflist), requires
+  exclusive RDMA netns mode, finds the RDMA device of ``deviceID`` (or, without
+  one, of the VF whose MAC the prevResult's interface carries), saves the state
+  *before* moving (a crash after the move still leaves DEL what it needs), moves
+  it, and passes prevResult through (skel converts it to the config's version).
+- DEL moves the device back also with an empty CNI_NETNS (from the netns the
+  state recorded; when that netns died the kernel already returned the device
+  to the host) and always removes its state (rdma-cni leaks it, PR #165). A
+  second DEL finds no state and succeeds.
+- CHECK verifies the device is in the pod netns; GC restores devices of
+  attachments the runtime no longer knows; STATUS reports 50 when RDMA is
+  unusable (no RDMA or shared mode).
+- ADD and DEL of one VF serialise on its per-PCI lock (``cni.state.locks``).
+
+Imports only light modules at top; adapters come through ``cni.deps``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from cni.attach.rdma import (
+    move_rdma_in,
+    move_rdma_out,
+    require_exclusive,
+    resolve_rdma_device,
+)
+from cni.deps import Deps
+from cni.errors import (
+    CHECK_FAILED,
+    DEVICE_ERROR,
+    INVALID_CONFIG,
+    STATUS_UNAVAILABLE,
+    CniError,
+)
+from cni.kernel import KernelError, VfInfo
+from cni.plugins.rdma.config import STATE_VERSION, load_conf
+from cni.rollback import Rollback
+from cni.skel import CmdArgs, PluginFuncs
+from cni.state.cache import StateCache
+from cni.state.locks import Locks
+from cni.types import Interface, Result
+
+log = logging.getLogger(__name__)
+
+PLUGIN = "rdma"
+#: Our VF plugins' caches, consulted when the VF tables cannot name the VF.
+VF_PLUGIN_CACHES = ("sriov", "ib-sriov")
+NO_DEVICE_ID = '"DeviceID" network configuration attribute is required for rdma CNI'
+
+DepsFactory = Callable[[CmdArgs], Deps]
+
+
+def real_deps_for(ca: CmdArgs) -> Deps:
+    from cni.deps import real_deps
+
+    return real_deps(ca.env)
+
+
+# ------------------------------------------------------------ VF from MAC
+
+
+def _guid_of(hwaddr: str) -> str | None:
+    """The GUID (last 8 bytes) of a 20-byte IPoIB hardware address."""
+    parts = hwaddr.split(":")
+    return ":".join(parts[-8:]) if len(parts) == 20 else None
+
+
+def _matches(info: VfInfo, mac: str) -> bool:
+    guid = _guid_of(mac)
+    if guid is not None:
+        return guid in {(info.port_guid or "").lower(), (info.node_guid or "").lower()}
+    return info.mac.lower() == mac and mac != "00:00:00:00:00:00"
+
+
+def _container_interface(prev: Result) -> Interface:
+    ifaces = [i for i in prev.interfaces if i.sandbox]
+    if len(ifaces) != 1:
+        raise CniError(
+            INVALID_CONFIG,
+            NO_DEVICE_ID,
+            f"prevResult has {len(ifaces)} container interfaces; without deviceID "
+            "exactly one is needed to find the VF by its MAC",
+        )
+    if not ifaces[0].mac:
+        raise CniError(
+            INVALID_CONFIG,
+            NO_DEVICE_ID,
+            f"prevResult interface {ifaces[0].name} has no MAC to find the VF by",
+        )
+    return ifaces[0]
+
+
+def derive_pci(ca: CmdArgs, prev: Result, deps: Deps) -> str:
+    """The VF's PCI address from the MAC of prevResult's container interface.
+
+    rdma-cni scans the PFs' VF tables for that *admin* MAC. We do the same (for
+    an IPoIB address, its GUID against the VF's node/port GUID), then fall back
+    to our own sriov/ib-sriov state for this container and ifname, which works
+    when no admin MAC was set on the VF.
+    """
+    iface = _container_interface(prev)
+    mac = iface.mac.lower()
+    for pf_pci in deps.sysfs.pfs():
+        pf_names = deps.sysfs.netdevs(pf_pci)
+        if not pf_names:
+            continue
+        for index, vf_pci in deps.sysfs.vfs(pf_pci).items():
+            try:
+                info = deps.vf.get_vf(pf_names[0], index)
+            except KernelError as exc:
+                log.debug("VF %d of %s unreadable: %s", index, pf_names[0], exc)
+                continue
+            if _matches(info, mac):
+                log.info("interface %s (%s) is VF %s", iface.name, mac, vf_pci)
+                return vf_pci
+    for plugin in VF_PLUGIN_CACHES:
+        record = StateCache(deps.state_dir, plugin).load(ca.container_id, iface.name)
+        pci = (record or {}).get("pci")
+        if isinstance(pci, str) and pci:
+            log.info(
+                "interface %s is VF %s (from the %s state)", iface.name, pci, plugin
+            )
+            return pci
+    raise CniError(
+        DEVICE_ERROR,
+        f"failed to find the VF of interface {iface.name} ({mac})",
+        "no PF lists a VF with that MAC/GUID and no sriov state names it; set deviceID",
+    )
+
+
+# --------------------------------------------------------------- commands
+
+
+def _record(pci: str, dev: str, netns: str) -> dict[str, Any]:
+    # rdma-cni's RdmaNetState keys, plus the netns DEL needs when CNI_NETNS is "".
+    return {
+        "version": STATE_VERSION,
+        "deviceID": pci,
+        "sandboxRdmaDevName": dev,
+        "containerRdmaDevName": dev,
+        "netns": netns,
+    }
+
+
+def _already_attached(deps: Deps, cache: StateCache, ca: CmdArgs, pci: str) -> bool:
+    """A repeated ADD of an attachment that is in place succeeds unchanged.
+
+    Without this, the retried move would fail (the device is no longer in the
+    host) and its rollback would delete the record the first ADD wrote, so
+    DEL could no longer bring the device back.
+    """
+    record = cache.load(ca.container_id, ca.ifname)
+    if record is None or record.get("deviceID") != pci:
+        return False
+    dev = str(record.get("containerRdmaDevName"))
+    try:
+        present = dev in deps.rdma.devices(ca.netns)
+    except KernelError:
+        return False
+    if present:
+        log.info("RDMA device %s already in %s: ADD repeated", dev, ca.netns)
+    return present
+
+
+def cmd_add(ca: CmdArgs, make_deps: DepsFactory = real_deps_for) -> Result | None:
+    conf = load_conf(ca.netconf)
+    if ca.conf.prev_result is None:
+        raise CniError(
+            INVALID_CONFIG,
+            "RDMA-CNI is expected to be called as part of a plugin chain",
+            "no prevResult in the network config",
+        )
+    deps = make_deps(ca)
+    try:
+        require_exclusive(deps.rdma)
+        pci = conf.device_id or derive_pci(ca, ca.conf.prev_result, deps)
+        cache = StateCache(deps.state_dir, PLUGIN)
+        with Locks(deps.state_dir).lock(pci), Rollback(log) as rb:
+            if _already_attached(deps, cache, ca, pci):
+                return None
+            dev = resolve_rdma_device(deps.sysfs, pci)
+            cache.save(
+                ca.container_id,
+                ca.ifname,
+                _record(pci, dev, ca.netns),
+                network=conf.base.name,
+            )
+            rb.push(
+                lambda: cache.delete(ca.container_id, ca.ifname),
+                "delete the rdma state",
+            )
+            move_rdma_in(deps.rdma, dev, ca.netns, rb)
+            rb.commit()
+        log.info("RDMA device %s of %s moved into %s", dev, pci, ca.netns)
+    finally:
+        deps.close()
+    return None  # skel prints prevResult, converted to the config's cniVersion
+
+
+def _restore(
+    deps: Deps,
+    cache: StateCache,
+    cid: str,
+    ifname: str,
+    record: dict[str, Any],
+    netns: str,
+) -> None:
+    dev = str(record.get("containerRdmaDevName") or record.get("sandboxRdmaDevName"))
+    pci = str(record.get("deviceID", ""))
+    with Locks(deps.state_dir).lock(pci or f"rdma-{dev}"):
+        outcome = move_rdma_out(deps.rdma, dev, netns or record.get("netns") or None)
+        log.info("RDMA device %s: %s", dev, outcome.value)
+        cache.delete(cid, ifname)
+
+
+def cmd_del(ca: CmdArgs, make_deps: DepsFactory = real_deps_for) -> None:
+    load_conf(ca.netconf)
+    deps = make_deps(ca)
+    try:
+        cache = StateCache(deps.state_dir, PLUGIN)
+        record = cache.load(ca.container_id, ca.ifname)
+        if record is None:
+            log.warning(
+                "no rdma state for %s/%s: nothing to restore",
+                ca.container_id,
+                ca.ifname,
+            )
+            return
+        _restore(deps, cache, ca.container_id, ca.ifname, record, ca.netns)
+    finally:
+        deps.close()
+
+
+def cmd_check(ca: CmdArgs, make_deps: DepsFactory = real_deps_for) -> None:
+    load_conf(ca.netconf)
+    deps = make_deps(ca)
+    try:
+        record = StateCache(deps.state_dir, PLUGIN).load(ca.container_id, ca.ifname)
+        if record is None:
+            raise CniError(CHECK_FAILED, "no rdma state for this attachment")
+        dev = str(record.get("containerRdmaDevName"))
+        try:
+            present = dev in deps.rdma.devices(ca.netns)
+        except KernelError as exc:
+            raise CniError(
+                CHECK_FAILED, f"cannot list RDMA devices in {ca.netns}", str(exc)
+            ) from exc
+        if not present:
+            raise CniError(CHECK_FAILED, f"RDMA device {dev} is not in {ca.netns}")
+    finally:
+        deps.close()
+
+
+def cmd_gc(ca: CmdArgs, make_deps: DepsFactory = real_deps_for) -> None:
+    """Restore the devices of attachments of this network the runtime dropped."""
+    network = ca.conf.name
+    deps = make_deps(ca)
+    try:
+        cache = StateCache(deps.state_dir, PLUGIN)
+        for rec in list(cache.records()):
+            if rec.network != network or ca.is_valid_attachment(
+                rec.container_id, rec.ifname
+            ):
+                continue
+            try:
+                _restore(deps, cache, rec.container_id, rec.ifname, rec.data, "")
+            except CniError as exc:  # GC goes on (SPEC.md "GC")
+                log.error("GC of %s/%s: %s", rec.container_id, rec.ifname, exc)
+    finally:
+        deps.close()
+
+
+def cmd_status(ca: CmdArgs, make_deps: DepsFactory = real_deps_for) -> None:
+    deps = make_deps(ca)
+    try:
+        require_exclusive(deps.rdma)
+    except CniError as exc:
+        raise CniError(STATUS_UNAVAILABLE, exc.msg, exc.details) from exc
+    finally:
+        deps.close()
+
+
+def plugin_funcs(make_deps: DepsFactory = real_deps_for) -> PluginFuncs:
+    return PluginFuncs(
+        add=lambda ca: cmd_add(ca, make_deps),
+        del_=lambda ca: cmd_del(ca, make_deps),
+        check=lambda ca: cmd_check(ca, make_deps),
+        gc=lambda ca: cmd_gc(ca, make_deps),
+        status=lambda ca: cmd_status(ca, make_deps),
+    )
