@@ -8,12 +8,12 @@ plugins import it at module top, and VERSION / config errors must stay cheap.
 Adapters (each imports pyroute2/pyudev itself, and is imported lazily inside the
 plugins' ``real_deps()``):
 
-- ``cni.kernel.links.PyRoute2Links``  -> ``Links``   (rtnetlink on netdevs)
-- ``cni.kernel.netns.Namespaces``     -> ``Netns``   (open/verify/temp netns)
-- ``cni.kernel.probes.RawProbes``     -> ``Probes``  (ARP/NDP conflict, gateway, announce)
-- ``cni.kernel.vf.PyRoute2VfOps``     -> ``VfOps``   (PF-side IFLA_VF_*, GUIDs, rebind)
-- ``cni.kernel.rdma.NetlinkRdmaOps``  -> ``RdmaOps`` (NETLINK_RDMA nldev)
-- ``cni.kernel.udev.UdevWaiter``      -> ``DeviceWaiter`` (pyudev monitor)
+- ``cni.kernel.links.PyRoute2Links`` -> ``Links`` (rtnetlink on netdevs)
+- ``cni.kernel.netns.Namespaces`` -> ``Netns`` (open/verify/temp netns)
+- ``cni.kernel.probes.RawProbes`` -> ``Probes`` (ARP/NDP conflict, gateway, announce)
+- ``cni.kernel.vf.PyRoute2VfOps`` -> ``VfOps`` (PF-side IFLA_VF_*, GUIDs, rebind)
+- ``cni.kernel.rdma.NetlinkRdmaOps`` -> ``RdmaOps`` (NETLINK_RDMA nldev)
+- ``cni.kernel.udev.UdevWaiter`` -> ``DeviceWaiter`` (pyudev monitor)
 - ``cni.kernel.sysfs.Sysfs``          -> plain pathlib PCI discovery with a root
 
 Namespaces are named by path (``/var/run/netns/x``, ``/proc/<pid>/ns/net``).
@@ -23,6 +23,7 @@ Adapters never create a namespace as a side effect of opening one.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -170,7 +171,7 @@ class Links(Protocol):
 
     def get(self, name: str, netns: NetnsPath = None) -> LinkInfo: ...
     def find(self, name: str, netns: NetnsPath = None) -> LinkInfo | None: ...
-    def list(self, netns: NetnsPath = None) -> list[LinkInfo]: ...
+    def list(self, netns: NetnsPath = None) -> builtins.list[LinkInfo]: ...
     def set_up(self, name: str, netns: NetnsPath = None) -> None: ...
     def set_down(self, name: str, netns: NetnsPath = None) -> None: ...
     def rename(self, name: str, new_name: str, netns: NetnsPath = None) -> None: ...
@@ -182,11 +183,22 @@ class Links(Protocol):
         """Move ``name`` from ``netns`` into ``to_netns`` (None = plugin's netns)."""
         ...
 
-    def addresses(self, name: str, netns: NetnsPath = None) -> list[str]:
+    def addresses(self, name: str, netns: NetnsPath = None) -> builtins.list[str]:
         """Global-scope addresses as CIDR strings ("172.16.11.5/24")."""
         ...
 
-    def add_address(self, name: str, cidr: str, netns: NetnsPath = None) -> None: ...
+    def add_address(
+        self,
+        name: str,
+        cidr: str,
+        netns: NetnsPath = None,
+        *,
+        noprefixroute: bool = False,
+        nodad: bool = False,
+    ) -> None:
+        """Add ``cidr``; ``noprefixroute`` skips the kernel's subnet route in main,
+        ``nodad`` skips IPv6 DAD (our own NDP probe runs right after)."""
+        ...
     def del_address(self, name: str, cidr: str, netns: NetnsPath = None) -> None: ...
     def flush_addresses(self, name: str, netns: NetnsPath = None) -> None: ...
     def add_route(self, route: RouteSpec, netns: NetnsPath = None) -> None: ...
@@ -194,11 +206,13 @@ class Links(Protocol):
 
     def routes(
         self, table: int = 254, family: int = 0, netns: NetnsPath = None
-    ) -> list[RouteSpec]: ...
+    ) -> builtins.list[RouteSpec]: ...
 
     def add_rule(self, rule: RuleSpec, netns: NetnsPath = None) -> None: ...
     def del_rule(self, rule: RuleSpec, netns: NetnsPath = None) -> None: ...
-    def rules(self, family: int = 0, netns: NetnsPath = None) -> list[RuleSpec]: ...
+    def rules(
+        self, family: int = 0, netns: NetnsPath = None
+    ) -> builtins.list[RuleSpec]: ...
 
     def set_sysctl(self, key: str, value: str, netns: NetnsPath = None) -> None:
         """Write /proc/sys/<key> ("net/ipv4/conf/net1/arp_notify") inside netns."""
