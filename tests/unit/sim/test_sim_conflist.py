@@ -1,0 +1,48 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The demo's conflists are shaped like Spiderpool's rendered ones."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cni.sim.lab import plan
+from cni.sim.pods import conflist
+from cni.sim.runtime import plugin_bin_dir
+
+
+def test_roce_rail_renders_sriov_then_rdma_with_spiderpool_ipam(tmp_path: Path) -> None:
+    rail = plan("beef", tmp_path, rails=2, vfs_per_pf=1, ib_rails=0).rails[1]
+    conf = conflist(rail, rail.vfs[0].pci, ipv6=True, rdma=True)
+    assert conf["cniVersion"] == "0.3.1"
+    assert [p["type"] for p in conf["plugins"]] == ["sriov", "rdma"]
+    sriov = conf["plugins"][0]
+    assert (sriov["vlan"], sriov["min_tx_rate"], sriov["max_tx_rate"]) == (0, 0, 0)
+    assert sriov["ipam"] == {
+        "type": "spiderpool",
+        "default_ipv4_ippool": ["gpu2-net12"],
+        "default_ipv6_ippool": ["gpu2-net12-v6"],
+    }
+    assert all(p["deviceID"] == rail.vfs[0].pci for p in conf["plugins"])
+
+
+def test_mtu_chains_tuning_as_spiderpool_does(tmp_path: Path) -> None:
+    rail = plan("beef", tmp_path, rails=1, vfs_per_pf=1, ib_rails=0).rails[0]
+    conf = conflist(rail, rail.vfs[0].pci, ipv6=False, rdma=False, mtu=4200)
+    assert [p["type"] for p in conf["plugins"]] == ["sriov", "tuning"]
+    assert conf["plugins"][1]["mtu"] == 4200
+    assert "default_ipv6_ippool" not in conf["plugins"][0]["ipam"]
+
+
+def test_ib_rail_renders_ib_sriov_with_rdma_isolation(tmp_path: Path) -> None:
+    rail = plan("beef", tmp_path, rails=1, vfs_per_pf=1, ib_rails=1).rails[1]
+    conf = conflist(rail, rail.vfs[0].pci, ipv6=False, rdma=True)
+    [ib] = conf["plugins"]
+    assert ib["type"] == "ib-sriov" and ib["rdmaIsolation"] is True
+    assert ib["link_state"] == "enable"
+
+
+def test_plugin_bin_dir_offers_the_cni_type_names(tmp_path: Path) -> None:
+    bins = plugin_bin_dir(tmp_path)
+    for name in ("sriov", "ib-sriov", "rdma"):
+        assert (bins / name).exists(), name
+    assert (bins / "sriov").resolve().name == "railyard-sriov"
