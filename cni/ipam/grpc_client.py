@@ -38,6 +38,7 @@ from ipamd.api.v1.version import API_VERSION
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_SOCKET = "/run/railyard/ipamd.sock"
 SOCKET_ENV = "RAILYARD_IPAMD_SOCKET"
+TLS_ENV_PREFIX = "RAILYARD_IPAMD_TLS_"
 _TRANSIENT = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 
 
@@ -131,14 +132,32 @@ class IpamdClient:
     ) -> IpamdClient:
         """The client for a plugin config: ``ipam.socket`` > env
         RAILYARD_IPAMD_SOCKET > /run/railyard/ipamd.sock; ``ipam.timeout``
-        (seconds) bounds each call."""
+        (seconds) bounds each call.
+
+        A central ipamd is reached over TCP with TLS: ``socket`` is then
+        ``host:port`` and ``tls_ca`` (plus ``tls_cert``/``tls_key`` for mutual
+        TLS) name PEM files on the node; each falls back to the env variable
+        RAILYARD_IPAMD_TLS_CA / _CERT / _KEY so one node-wide setting serves
+        every network.
+        """
         ipam = netconf.get("ipam")
         ipam = ipam if isinstance(ipam, Mapping) else {}
         target = ipam.get("socket") or env.get(SOCKET_ENV) or DEFAULT_SOCKET
         timeout = ipam.get("timeout", DEFAULT_TIMEOUT)
         if not isinstance(timeout, int | float) or timeout <= 0:
             timeout = DEFAULT_TIMEOUT
-        return cls(str(target), timeout=float(timeout))
+
+        def pem(key: str) -> Path | None:
+            raw = ipam.get(f"tls_{key}") or env.get(f"{TLS_ENV_PREFIX}{key.upper()}")
+            return Path(str(raw)) if raw else None
+
+        return cls(
+            str(target),
+            timeout=float(timeout),
+            tls_ca=pem("ca"),
+            tls_cert=pem("cert"),
+            tls_key=pem("key"),
+        )
 
     def _error(self, op: str, err: grpc.RpcError, transient: int) -> IpamError:
         code = err.code() if hasattr(err, "code") else grpc.StatusCode.UNKNOWN

@@ -149,6 +149,38 @@ def test_mutual_tls_refuses_clients_without_a_trusted_certificate(pki: Path) -> 
         d.stop(grace=None)
 
 
+def test_plugin_netconf_reaches_a_central_mutual_tls_daemon(pki: Path) -> None:
+    """A node's plugins name the central ipamd and their PEM files in ``ipam``
+    (or once per node in RAILYARD_IPAMD_TLS_*), and are served over mTLS."""
+    d = serve(pki, mutual=True)
+    try:
+        conf = {
+            "ipam": {
+                "type": "railyard",
+                "socket": d.address,
+                "tls_ca": str(pki / "ca.crt"),
+                "tls_cert": str(pki / "client.crt"),
+                "tls_key": str(pki / "client.key"),
+            }
+        }
+        with IpamdClient.from_netconf(conf, {}) as c:
+            c.status()
+        env = {
+            "RAILYARD_IPAMD_SOCKET": d.address,
+            "RAILYARD_IPAMD_TLS_CA": str(pki / "ca.crt"),
+            "RAILYARD_IPAMD_TLS_CERT": str(pki / "client.crt"),
+            "RAILYARD_IPAMD_TLS_KEY": str(pki / "client.key"),
+        }
+        with IpamdClient.from_netconf({"ipam": {"type": "spiderpool"}}, env) as c:
+            c.status()
+        no_cert = {"ipam": {"socket": d.address, "tls_ca": str(pki / "ca.crt")}}
+        with IpamdClient.from_netconf(no_cert, {}) as c:
+            with pytest.raises(IpamError):
+                c.status()
+    finally:
+        d.stop(grace=None)
+
+
 def test_plain_tcp_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="needs --tls-cert and --tls-key"):
         build(Settings(db_url="memory", listen="127.0.0.1:0"))
