@@ -16,22 +16,12 @@ from typing import Any
 
 from cni.ipam import IpamClient
 
-#: ``ipam.type`` values ipamd answers for.
+#: ``ipam.type`` values ipamd answers for. Where ipamd is (socket or TLS
+#: endpoint) is read by ``IpamdClient.from_netconf``: ``ipam.socket`` >
+#: $RAILYARD_IPAMD_SOCKET > /run/railyard/ipamd.sock. Spiderpool's
+#: ``ipam_unix_socket_path`` names spiderpool-agent's HTTP socket, not ours, so it
+#: is deliberately not read.
 IPAMD_TYPES = frozenset({"railyard", "spiderpool"})
-SOCKET_ENV = "RAILYARD_IPAMD_SOCKET"
-DEFAULT_SOCKET = "/run/railyard/ipamd.sock"
-
-
-def ipamd_target(ipam: Mapping[str, Any], env: Mapping[str, str]) -> str:
-    """ipamd's address: ``ipam.socket`` > $RAILYARD_IPAMD_SOCKET > the default.
-
-    Spiderpool's ``ipam_unix_socket_path`` names spiderpool-agent's HTTP socket,
-    not ours, so it is deliberately not read.
-    """
-    value = ipam.get("socket")
-    if isinstance(value, str) and value:
-        return value
-    return env.get(SOCKET_ENV) or DEFAULT_SOCKET
 
 
 def ipam_type(netconf: Mapping[str, Any]) -> str:
@@ -52,7 +42,7 @@ def choose_ipam(
     if kind in IPAMD_TYPES:
         from cni.ipam.grpc_client import IpamdClient
 
-        return IpamdClient(ipamd_target(netconf["ipam"], env))
+        return IpamdClient.from_netconf(netconf, env)
     from cni.ipam.delegate import DelegateIpam
 
     return DelegateIpam(netconf, env)

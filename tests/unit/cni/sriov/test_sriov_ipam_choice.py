@@ -5,20 +5,29 @@ from __future__ import annotations
 
 import sys
 
-from cni.ipam.choose import DEFAULT_SOCKET, choose_ipam, ipamd_target
+from cni.ipam.choose import choose_ipam
 from cni.ipam.delegate import DelegateIpam
+
+
+def ipamd_target(ipam: dict[str, object], env: dict[str, str]) -> str:
+    client = choose_ipam({"name": "n", "ipam": {"type": "spiderpool", **ipam}}, env)
+    assert client is not None
+    try:
+        return client.target  # type: ignore[attr-defined, no-any-return]
+    finally:
+        client.close()
 
 
 def test_socket_comes_from_ipam_conf_then_env_then_default() -> None:
     env = {"RAILYARD_IPAMD_SOCKET": "/tmp/env.sock"}
     assert ipamd_target({"socket": "/tmp/conf.sock"}, env) == "/tmp/conf.sock"
     assert ipamd_target({}, env) == "/tmp/env.sock"
-    assert ipamd_target({}, {}) == DEFAULT_SOCKET
+    assert ipamd_target({}, {}) == "/run/railyard/ipamd.sock"
 
 
 def test_spiderpools_own_socket_key_is_not_ours() -> None:
     conf = {"ipam_unix_socket_path": "/var/run/spidernet/spiderpool.sock"}
-    assert ipamd_target(conf, {}) == DEFAULT_SOCKET
+    assert ipamd_target(conf, {}) == "/run/railyard/ipamd.sock"
 
 
 def test_no_ipam_section_means_no_client() -> None:
