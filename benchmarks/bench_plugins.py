@@ -16,12 +16,19 @@ fresh process as under a real runtime:
   addresses, MTU, source-based routing table. No PF-side settings, no
   detection, no state cache: less work, shown for scale.
 
-Prints the median (and min) of N runs per case, side by side.
+Prints the median (and min) of N runs per case, side by side, with the load
+average before and after (the machine is shared; compare runs only at similar
+load). Bytecode for ``cni`` and ``ipamd`` is compiled first, as
+``packaging/install.sh`` does, so a stale or missing ``.pyc`` (e.g. under
+PYTHONDONTWRITEBYTECODE=1, which the plugins inherit here) does not put
+compile time into the numbers. ``benchmarks/bench_coldstart.py`` breaks the
+start-up part down by import.
 """
 
 from __future__ import annotations
 
 import argparse
+import compileall
 import os
 import statistics
 import subprocess
@@ -39,9 +46,12 @@ from cni.sim.lab import Lab  # noqa: E402
 from cni.sim.runtime import (  # noqa: E402
     DEBIAN_BIN,
     Attachment,
+    PluginError,
     Runtime,
     plugin_bin_dir,
 )
+
+REPO = Path(__file__).resolve().parents[1]
 
 ARGS = {"IgnoreUnknown": "true", "K8S_POD_NAMESPACE": "bench", "K8S_POD_NAME": "p"}
 
@@ -162,7 +172,17 @@ def stats(samples: list[float]) -> str:
     )
 
 
+def load_average() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def compile_bytecode() -> None:
+    for package in ("cni", "ipamd"):
+        compileall.compile_dir(REPO / package, quiet=1, workers=0)
+
+
 def run(runs: int) -> None:
+    compile_bytecode()
     root = Path(tempfile.mkdtemp(prefix="rv-bench-"))
     with Lab.up(root / "lab", rails=8, vfs_per_pf=1) as lab:
         daemon.start(lab.dir)
@@ -208,17 +228,22 @@ def run(runs: int) -> None:
             )
             print(
                 f"median of {runs} runs (min), each plugin a fresh process; "
-                f"{os.cpu_count()} CPUs"
+                f"{os.cpu_count()} CPUs; load average {load_average()}"
             )
             print(f"{'case':44} {'ADD':>24} {'DEL':>24}")
             for name, case in cases.items():
-                case()  # warm the page cache and .pyc files
                 adds, dels = [], []
-                for _ in range(runs):
-                    a, d = case()
-                    adds.append(a)
-                    dels.append(d)
+                try:
+                    case()  # warm the page cache
+                    for _ in range(runs):
+                        a, d = case()
+                        adds.append(a)
+                        dels.append(d)
+                except PluginError as exc:
+                    print(f"{name}: {exc}\n{exc.stderr[-3000:]}", file=sys.stderr)
+                    raise
                 print(f"{name:44} {stats(adds):>24} {stats(dels):>24}", flush=True)
+            print(f"load average at the end {load_average()}")
         finally:
             daemon.stop(lab.dir)
 

@@ -39,13 +39,24 @@ same codes and messages, so runtimes and their logs see no difference:
 
 Stdout is written once, at the end, through ``cni.deadline.OutputOnce``.
 
+Cold start (runtimes such as podman exec VERSION before every ADD and DEL):
+``run_plugin``/``main`` accept, instead of a ``PluginFuncs``, a function that
+returns one, e.g. ``lambda: import_module("cni.plugins.x.commands").FUNCS``;
+it is called only once env and stdin passed the generic checks, so VERSION, -v
+and env/decode errors never import the plugin's commands. ``main`` freezes the
+garbage collector's view of the heap before the process exits: the
+interpreter's final collection would otherwise walk every object pyroute2 and
+grpc created at import (~60-100 ms here) for a process that is about to end.
+
 Imports the standard library and cni's own light modules only: a VERSION or a
 config error must never load pyroute2, grpc, sqlalchemy or click
-(``tests/test_import_hygiene.py``).
+(``tests/test_import_hygiene.py``). ``cni.types``, ``cni.ipam`` and ``cni.args``
+are imported where they are first needed (a VERSION needs none of them).
 """
 
 from __future__ import annotations
 
+import gc
 import io
 import json
 import logging
@@ -54,12 +65,11 @@ import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from cni import deadline as _deadline
 from cni import logs
 from cni import version as _version
-from cni.args import CniArgs, parse_cni_args
 from cni.errors import (
     DECODE_FAILURE,
     INCOMPATIBLE_VERSION,
@@ -71,8 +81,11 @@ from cni.errors import (
     UNKNOWN_CONTAINER,
     CniError,
 )
-from cni.ipam import Attachment, IpamError
-from cni.types import NetConf, Result
+
+if TYPE_CHECKING:
+    from cni.args import CniArgs
+    from cni.ipam import Attachment
+    from cni.types import NetConf, Result
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +141,8 @@ class CmdArgs:
     def conf(self) -> NetConf:
         """The common NetConf fields, parsed once (CniError 6/7 when malformed)."""
         if self._conf is None:
+            from cni.types import NetConf
+
             self._conf = NetConf.from_dict(self.netconf)
         return self._conf
 
@@ -135,17 +150,23 @@ class CmdArgs:
     def cni_args(self) -> CniArgs:
         """CNI_ARGS parsed with Go LoadArgs semantics (CniError 2 on unknown keys)."""
         if self._cni_args is None:
+            from cni.args import parse_cni_args
+
             self._cni_args = parse_cni_args(self.args)
         return self._cni_args
 
     def is_valid_attachment(self, container_id: str, ifname: str) -> bool:
         """GC helper: is (container_id, ifname) in ``cni.dev/valid-attachments``?"""
+        from cni.ipam import Attachment
+
         return Attachment(container_id, ifname) in self.valid_attachments
 
 
 AddFunc = Callable[[CmdArgs], "Result | None"]
 CheckFunc = Callable[[CmdArgs], "Result | None"]
 VoidFunc = Callable[[CmdArgs], None]
+#: What ``run_plugin`` accepts instead of ``PluginFuncs`` to load them late.
+FuncsFactory = Callable[[], "PluginFuncs"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,6 +276,8 @@ def _decode_netconf(data: bytes) -> dict[str, Any]:
 
 def parse_valid_attachments(conf: Mapping[str, Any]) -> list[Attachment]:
     """``cni.dev/valid-attachments`` -> Attachments (CniError 7 if malformed)."""
+    from cni.ipam import Attachment
+
     key = (
         VALID_ATTACHMENTS_KEY if VALID_ATTACHMENTS_KEY in conf else _OLD_ATTACHMENTS_KEY
     )
@@ -298,11 +321,19 @@ def _result_doc(result: Result, cni_version: str) -> str:
     return json.dumps(result.to_json(cni_version), indent=4) + "\n"
 
 
+def _is_ipam_error(exc: BaseException) -> bool:
+    if isinstance(exc, CniError):
+        return False  # the common error needs no import to classify
+    from cni.ipam import IpamError
+
+    return isinstance(exc, IpamError)
+
+
 def _as_cni_error(exc: BaseException) -> CniError:
     if isinstance(exc, CniError):
         err = exc
-    elif isinstance(exc, IpamError):
-        err = CniError(exc.code, exc.msg, exc.details)
+    elif _is_ipam_error(exc):
+        err = CniError(exc.code, exc.msg, exc.details)  # type: ignore[attr-defined]
     elif isinstance(exc, _deadline.DeadlineExceeded):
         err = exc.to_cni_error()
     else:
@@ -369,7 +400,7 @@ def _require_since(
 
 def _dispatch(
     ca: CmdArgs,
-    funcs: PluginFuncs,
+    funcs: PluginFuncs | FuncsFactory,
     supported: Sequence[str],
     stdin: IO[bytes] | IO[str],
     setup: Callable[[CmdArgs], None],
@@ -408,11 +439,17 @@ def _dispatch(
             "plugin's netns and netns from CNI_NETNS should not be the same",
         )
     log.debug("%s config: %s", cmd, ca.stdin_data.decode(errors="replace"))
+    if not isinstance(funcs, PluginFuncs):
+        funcs = funcs()  # the plugin's commands module loads only now
     if cmd == "ADD":
         result = funcs.add(ca)
         if result is None:
             prev = ca.conf.prev_result
-            result = prev if prev is not None else Result(cni_version=conf_version)
+            if prev is None:
+                from cni.types import Result
+
+                prev = Result(cni_version=conf_version)
+            result = prev
         return _result_doc(result, conf_version)
     if cmd == "DEL":
         funcs.del_(ca)
@@ -430,7 +467,7 @@ def _dispatch(
 
 
 def run_plugin(
-    funcs: PluginFuncs,
+    funcs: PluginFuncs | FuncsFactory,
     about: str,
     supported_versions: Sequence[str] = ALL,
     env: Mapping[str, str] | None = None,
@@ -444,7 +481,10 @@ def run_plugin(
     """Run one CNI command; return the process exit code (0 ok, 1 error).
 
     Args:
-        funcs: the plugin's command functions.
+        funcs: the plugin's command functions, or a function returning them,
+            called only when a command is about to run (not for VERSION, -v
+            or an env/stdin/version error), so those never import the
+            plugin's commands module.
         about: printed for ``-v``/``--version`` and when CNI_COMMAND is unset.
         supported_versions: spec versions the plugin accepts (default ``ALL``).
         env, stdin, stdout, stderr: default to the process's own; tests pass
@@ -525,7 +565,7 @@ def run_plugin(
         timer.disarm()
         err = _as_cni_error(exc)
         command = env.get("CNI_COMMAND", "") or "command"
-        if isinstance(exc, CniError | IpamError):
+        if isinstance(exc, CniError) or _is_ipam_error(exc):
             log.error("%s failed: %s", command, err)
         elif isinstance(exc, _deadline.DeadlineExceeded):
             # The traceback shows where the command was stuck.
@@ -545,6 +585,13 @@ def run_plugin(
     return code
 
 
-def main(funcs: PluginFuncs, about: str, **kwargs: Any) -> None:
-    """``sys.exit(run_plugin(...))`` for a plugin's ``__main__``."""
-    sys.exit(run_plugin(funcs, about, **kwargs))
+def main(funcs: PluginFuncs | FuncsFactory, about: str, **kwargs: Any) -> None:
+    """``sys.exit(run_plugin(...))`` for a plugin's ``__main__``.
+
+    The result is printed and the logs closed by then; freezing the heap makes
+    the interpreter's last garbage collection skip every object alive now (all
+    of them would be freed by the exit anyway), see the module doc.
+    """
+    code = run_plugin(funcs, about, **kwargs)
+    gc.freeze()
+    sys.exit(code)

@@ -23,6 +23,7 @@ PLUGIN_MAINS = [
     "cni.plugins.sriov.__main__",
     "cni.plugins.ib_sriov.__main__",
     "cni.plugins.rdma.__main__",
+    "cni.plugins.ipam.__main__",
 ]
 HEAVY = {"pyroute2", "grpc", "pyudev", "sqlalchemy", "click", "google", "yaml"}
 OURS = {"cni"}
@@ -42,6 +43,13 @@ try:
     elif how == "skel-version":
         from cni.skel import PluginFuncs, run_plugin
         code = run_plugin(PluginFuncs(lambda ca: None, lambda ca: None), "hygiene")
+    elif how == "skel-lazy":
+        # A plugin main handing skel a factory: the commands load only when a
+        # command is about to run.
+        from cni.skel import run_plugin
+        code = run_plugin(
+            lambda: importlib.import_module(target).FUNCS, "hygiene"
+        )
 except SystemExit as e:
     code = e.code
 with open(os.environ["HYGIENE_OUT"], "w") as f:
@@ -98,6 +106,67 @@ def test_skel_version_imports_nothing_third_party(tmp_path, baseline):
     assert third_party(tops, baseline) == set()
 
 
+ADD_ENV = {
+    "CNI_COMMAND": "ADD",
+    "CNI_CONTAINERID": "hygiene0001",
+    "CNI_NETNS": "/var/run/netns/rc-hygiene-missing",
+    "CNI_IFNAME": "net1",
+    "CNI_PATH": "/usr/lib/cni",
+}
+
+# What a plugin's VERSION needs is the skeleton alone: none of the result model,
+# the IPAM records, CNI_ARGS parsing or the plugin's commands.
+NOT_FOR_VERSION = {"cni.types", "cni.ipam", "cni.args", "cni.attach", "cni.kernel"}
+
+
+def test_skel_version_loads_only_the_skeleton(tmp_path):
+    _, _, stdout, modules = _run(
+        tmp_path, "cni.skel", "skel-version", {"CNI_COMMAND": "VERSION"}
+    )
+    assert json.loads(stdout)["supportedVersions"]
+    assert [m for m in modules if m.startswith(tuple(NOT_FOR_VERSION))] == []
+
+
+@pytest.mark.parametrize(
+    "commands",
+    [
+        "cni.plugins.sriov.commands",
+        "cni.plugins.ib_sriov.commands",
+        "cni.plugins.rdma.commands",
+    ],
+)
+@pytest.mark.parametrize(
+    ("env", "stdin"),
+    [
+        pytest.param({"CNI_COMMAND": "VERSION"}, "", id="version"),
+        pytest.param(ADD_ENV, "{not json", id="undecodable"),
+        pytest.param(ADD_ENV, '{"cniVersion": "1.0.0"}', id="no-name"),
+        pytest.param(ADD_ENV, '{"cniVersion": "9.9.9", "name": "r"}', id="bad-version"),
+    ],
+)
+def test_lazy_plugin_funcs_are_not_loaded_before_a_command_runs(
+    tmp_path, commands, env, stdin
+):
+    code, _, stdout, modules = _run(tmp_path, commands, "skel-lazy", env, stdin)
+    if env["CNI_COMMAND"] == "VERSION":
+        assert code == 0 and "1.1.0" in json.loads(stdout)["supportedVersions"]
+    else:
+        assert code == 1 and json.loads(stdout)["code"] in {1, 6, 7}
+    assert commands not in modules
+    assert [m for m in modules if m.startswith(("cni.attach", "cni.kernel"))] == []
+
+
+def test_lazy_plugin_funcs_load_when_the_command_runs(tmp_path):
+    # The same factory does load the plugin once a command gets past skel's
+    # checks (here the sriov config validation rejects it: code 7).
+    stdin = '{"cniVersion": "1.0.0", "name": "rail1", "type": "sriov"}'
+    code, _, stdout, modules = _run(
+        tmp_path, "cni.plugins.sriov.commands", "skel-lazy", ADD_ENV, stdin
+    )
+    assert code == 1 and json.loads(stdout)["code"] == 7
+    assert "cni.plugins.sriov.commands" in modules
+
+
 @pytest.mark.parametrize(
     "module",
     [
@@ -126,13 +195,27 @@ def test_plugin_version_imports_nothing_third_party(tmp_path, baseline, module):
     assert third_party(tops, baseline) == set()
 
 
-ADD_ENV = {
-    "CNI_COMMAND": "ADD",
-    "CNI_CONTAINERID": "hygiene0001",
-    "CNI_NETNS": "/var/run/netns/rc-hygiene-missing",
-    "CNI_IFNAME": "net1",
-    "CNI_PATH": "/usr/lib/cni",
-}
+# tempfile drags in shutil, random, bz2 and lzma (~8 ms); the state cache
+# writes its temporary file with os.open instead.
+HEAVY_STDLIB = {"tempfile", "shutil", "bz2", "lzma"}
+
+
+@pytest.mark.parametrize("module", PLUGIN_MAINS)
+def test_plugin_version_loads_no_tempfile_or_compression_modules(tmp_path, module):
+    code, _, _, modules = _run(tmp_path, module, "main", {"CNI_COMMAND": "VERSION"})
+    assert code in (0, None)
+    assert HEAVY_STDLIB & set(modules) == set()
+
+
+@pytest.mark.parametrize("module", PLUGIN_MAINS)
+def test_plugin_version_never_loads_the_plugin_commands(tmp_path, module):
+    """Runtimes probe VERSION before every ADD and DEL: skel answers it from
+    the entry point alone, before the command module is imported."""
+    code, _, _, modules = _run(tmp_path, module, "main", {"CNI_COMMAND": "VERSION"})
+    assert code in (0, None)
+    loaded = [m for m in modules if m.startswith(("cni.attach", "cni.kernel"))]
+    assert loaded == []
+    assert not any(m.endswith(".commands") for m in modules)
 
 
 @pytest.mark.parametrize("module", PLUGIN_MAINS)

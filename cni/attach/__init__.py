@@ -11,11 +11,15 @@ Imports nothing itself (importing ``cni.attach`` must cost nothing). Modules:
 - ``device``: ``resolve_vf(sysfs, pci)`` -> ``VfDevice`` (PF, VF index,
   netdev, DPDK mode, RDMA devices) with sriov-cni's messages.
 - ``allocation``: per-PCI allocation markers (refuse a VF held by a live
-  netns, clear stale ones).
+  netns, clear stale ones); ``HomeNames``, a VF's last host name where sysfs
+  lags a rename.
+- ``ipam_glue``: ``ipam_request(args, conf)`` and ``to_result(attached)``
+  for any netconf satisfying ``IpamConf`` (sriov, ib-sriov).
 - ``pf``: ``PfSettings``, ``apply_pf_settings`` (undo registered per setting),
   ``restore_pf_settings``.
-- ``netdev``: move into the pod renamed in a temporary netns, altname cleanup,
-  MAC/MTU/up; back to the host; find a VF returned from a dead netns.
+- ``netdev``: move into the pod (one move, renamed in the pod; a temporary
+  netns on a name collision), altname cleanup, MAC/MTU/up; back to the host;
+  find a VF returned from a dead netns.
 - ``routing``: addresses, deterministic per-NIC tables, rules and routes.
 - ``detection``: IP-conflict and gateway checks, GARP/NA announce.
 - ``rdma`` (rdma/ib helper): RDMA device lookup and moves.

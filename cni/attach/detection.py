@@ -20,7 +20,13 @@ from dataclasses import dataclass
 
 from cni.errors import GATEWAY_UNREACHABLE, IP_CONFLICT, CniError
 from cni.ipam import IpamAddress
-from cni.kernel import KernelError, NotSupported, Probes
+from cni.kernel import (
+    GatewayCheck,
+    KernelError,
+    NicProbeReport,
+    NotSupported,
+    Probes,
+)
 
 log = logging.getLogger(__name__)
 
@@ -48,13 +54,62 @@ def detect(
     IPoIB links (``link_type`` 32, 20-byte hardware addresses) are skipped with
     a log line: the probes cannot run there, and a silent "no answer" must
     not read as an unreachable gateway.
+
+    With an adapter that has ``probe_nic`` (``NicProbes``) IPv4 and IPv6 are
+    probed at the same time, conflict before gateway within each family, so a
+    dual-stack NIC waits one conflict window instead of two; otherwise every
+    address is probed in turn, all conflicts first.
     """
     if link_type == ARPHRD_INFINIBAND and (policy.conflict or policy.gateway):
         log.info("IP conflict and gateway checks skipped on IPoIB link %s", ifname)
         return
+    if not (policy.conflict or policy.gateway):
+        return
+    addrs = [str(ipaddress.ip_interface(ip.address).ip) for ip in ips]
+    checks = (
+        [
+            GatewayCheck(a, ip.gateway)
+            for a, ip in zip(addrs, ips, strict=True)
+            if ip.gateway
+        ]
+        if policy.gateway
+        else []
+    )
+    probe_nic = getattr(probes, "probe_nic", None)
+    if probe_nic is None:
+        _detect_in_turn(probes, ifname, netns, addrs, checks, policy)
+        return
+    try:
+        report: NicProbeReport = probe_nic(
+            ifname,
+            addrs if policy.conflict else [],
+            checks,
+            netns,
+            policy.tries,
+            policy.interval,
+        )
+    except NotSupported as exc:
+        log.info("IP conflict and gateway checks skipped on %s: %s", ifname, exc)
+        return
+    if report.conflict is not None:
+        raise _conflict_error(ifname, report.conflict.ip, report.conflict.mac)
+    for check, answer in report.gateways:
+        if answer is None:
+            raise _gateway_error(ifname, check, policy)
+        log.debug("gateway %s answered from %s", check.gateway, answer.mac)
+
+
+def _detect_in_turn(
+    probes: Probes,
+    ifname: str,
+    netns: str,
+    addrs: Sequence[str],
+    checks: Sequence[GatewayCheck],
+    policy: DetectionPolicy,
+) -> None:
+    """``detect`` for adapters with only the per-address ``Probes`` methods."""
     if policy.conflict:
-        for ip in ips:
-            addr = str(ipaddress.ip_interface(ip.address).ip)
+        for addr in addrs:
             try:
                 answer = probes.conflict(
                     ifname, addr, netns, policy.tries, policy.interval
@@ -63,32 +118,38 @@ def detect(
                 log.info("IP conflict check skipped on %s: %s", ifname, exc)
                 break
             if answer is not None:
-                raise CniError(
-                    IP_CONFLICT,
-                    f"ip conflict: {addr} is already used by {answer.mac}",
-                    f"pod's interface {ifname} with an conflicting ip {addr}, "
-                    f"{addr} is located at {answer.mac}",
-                )
-    if policy.gateway:
-        for ip in ips:
-            if not ip.gateway:
-                continue
-            addr = str(ipaddress.ip_interface(ip.address).ip)
-            try:
-                answer = probes.gateway(
-                    ifname, addr, ip.gateway, netns, policy.tries, policy.interval
-                )
-            except NotSupported as exc:
-                log.info("gateway check skipped on %s: %s", ifname, exc)
-                break
-            if answer is None:
-                raise CniError(
-                    GATEWAY_UNREACHABLE,
-                    f"gateway {ip.gateway} is unreachable",
-                    f"no ARP/NDP answer from {ip.gateway} to {addr} on {ifname} "
-                    f"after {policy.tries} tries of {int(policy.interval * 1000)} ms",
-                )
-            log.debug("gateway %s answered from %s", ip.gateway, answer.mac)
+                raise _conflict_error(ifname, addr, answer.mac)
+    for check in checks:
+        try:
+            answer = probes.gateway(
+                ifname, check.ip, check.gateway, netns, policy.tries, policy.interval
+            )
+        except NotSupported as exc:
+            log.info("gateway check skipped on %s: %s", ifname, exc)
+            break
+        if answer is None:
+            raise _gateway_error(ifname, check, policy)
+        log.debug("gateway %s answered from %s", check.gateway, answer.mac)
+
+
+def _conflict_error(ifname: str, addr: str, mac: str) -> CniError:
+    return CniError(
+        IP_CONFLICT,
+        f"ip conflict: {addr} is already used by {mac}",
+        f"pod's interface {ifname} with an conflicting ip {addr}, "
+        f"{addr} is located at {mac}",
+    )
+
+
+def _gateway_error(
+    ifname: str, check: GatewayCheck, policy: DetectionPolicy
+) -> CniError:
+    return CniError(
+        GATEWAY_UNREACHABLE,
+        f"gateway {check.gateway} is unreachable",
+        f"no ARP/NDP answer from {check.gateway} to {check.ip} on {ifname} "
+        f"after {policy.tries} tries of {int(policy.interval * 1000)} ms",
+    )
 
 
 def announce(probes: Probes, ifname: str, netns: str, addresses: Sequence[str]) -> None:

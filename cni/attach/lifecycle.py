@@ -23,15 +23,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from cni.attach.allocation import Allocations
+from cni.attach.allocation import Allocations, HomeNames
 from cni.attach.detection import DetectionPolicy, announce, detect
 from cni.attach.device import VfDevice, host_netdevs, resolve_vf
 from cni.attach.netdev import (
     configure_in_pod,
     find_returned_vf,
+    locate_host_netdev,
     move_into_pod,
     rename_in_host,
     restore_link,
@@ -43,6 +44,7 @@ from cni.attach.routing import (
     apply_routing,
     choose_table,
     host_prefix,
+    keep_old_default_nic,
     plan_routing,
     remove_routing,
 )
@@ -52,6 +54,7 @@ from cni.errors import (
     DEVICE_ERROR,
     INVALID_CONFIG,
     IPAM_ERROR,
+    TRY_AGAIN_LATER,
     CniError,
 )
 from cni.ipam import (
@@ -71,6 +74,17 @@ if TYPE_CHECKING:
     from cni.deps import Deps
 
 log = logging.getLogger(__name__)
+
+#: Record stages whose VF is back home: only the address (and record) remain.
+RESTORED = "restored"
+RELEASE_PENDING = "release-pending"
+_VF_HOME = frozenset({RESTORED, RELEASE_PENDING})
+
+
+class ReleasePending(CniError):
+    """DEL restored the VF but the release failed (code 11 when ipamd is
+    unreachable): only a minimal record (stage ``release-pending``) is kept,
+    for the runtime's DEL retry or GC."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,7 +174,17 @@ def attach(
         host: LinkInfo | None = None
         if not dev.dpdk:
             assert dev.netdev is not None
-            host = deps.links.find(dev.netdev)
+            home = HomeNames(deps.state_dir).get(spec.pci)
+            host = locate_host_netdev(
+                deps.links,
+                [dev.netdev],
+                home[0] if home else None,
+                None,
+                home[1] if home else None,
+            )
+            if host is not None and host.name != dev.netdev:
+                log.info("VF %s netdev is %s (sysfs lags)", spec.pci, host.name)
+                dev = replace(dev, netdev=host.name)
             if host is None:
                 raise CniError(
                     DEVICE_ERROR,
@@ -170,7 +194,9 @@ def attach(
         _check_mtu(deps, dev, spec.mtu)
         rdma_dev = None
         if spec.rdma_isolation:
-            # cni.attach.rdma belongs to the rdma/ib helper; loaded only when asked.
+            # Loaded only when asked. Checked before the first change, so a
+            # host in shared mode or a VF without exactly one device is refused
+            # with nothing to undo.
             from cni.attach import rdma
 
             rdma.require_exclusive(deps.rdma)
@@ -208,10 +234,16 @@ def attach(
             )
             for hook in hooks:
                 hook(ctx)
-            if st.rdma_device is not None:
+            if spec.rdma_isolation:
+                if hooks:
+                    # Resolved again: a hook's driver rebind (ib-sriov's GUID)
+                    # recreates the RDMA device, and the kernel may number it
+                    # anew (mlx5_N). Recorded before it moves.
+                    st.rdma_device = rdma.resolve_rdma_device(deps.sysfs, spec.pci)
+                    store.save(st)
+                assert st.rdma_device is not None
                 # Before the netdev: on IPoIB the kernel recreates the netdev in
                 # the host when its RDMA device changes netns (ib-sriov-cni).
-                # ``st`` and not the local: a hook's rebind may renumber it.
                 rdma.move_rdma_in(deps.rdma, st.rdma_device, spec.netns, rb)
                 st.host_ifname = _current_netdev(deps, st)
             result = _attach_netdev(deps, spec, st, rb, store)
@@ -248,6 +280,8 @@ def _reclaim(deps: Deps, store: StateStore, spec: AttachSpec) -> None:
             spec.ifname,
         ):
             continue
+        if old.stage in _VF_HOME:
+            continue  # restored already; only its address or record is left
         if old.netns and deps.netns.exists(old.netns):
             continue  # allocations.check refused a live holder already
         failures, pending = restore(deps, old, "")
@@ -258,13 +292,15 @@ def _reclaim(deps: Deps, store: StateStore, spec: AttachSpec) -> None:
                 "; ".join(failures) or "its netdev is not back in the host yet",
             )
         log.info("restored VF %s left by %s/%s", old.pci, old.container_id, old.ifname)
-        old.stage = "restored"
+        old.stage = RESTORED
         store.save(old)
 
 
 def _current_netdev(deps: Deps, st: VfState) -> str | None:
-    names = host_netdevs(deps.sysfs, st.pci)
-    return names[0] if names else st.host_ifname
+    found = locate_host_netdev(
+        deps.links, host_netdevs(deps.sysfs, st.pci), st.host_ifname, None, None
+    )
+    return found.name if found is not None else st.host_ifname
 
 
 def _forget(
@@ -358,6 +394,10 @@ def _attach_ip(
             spec.routing.priority,
             spec.routing.default_route_nic == spec.ifname,
         )
+        if plan.main_defaults:
+            plan = keep_old_default_nic(
+                deps.links, spec.netns, plan, spec.routing.priority, used
+            )
         # Recorded before they exist, so a crash half-way still lets DEL clean up.
         st.table, st.rules, st.routes = table, list(plan.rules), list(plan.routes)
         st.routes.extend(plan.main_defaults)
@@ -388,9 +428,16 @@ class DetachRequest:
 def detach(deps: Deps, req: DetachRequest, ipam: IpamClient | None) -> None:
     """DEL: restore everything the record says ADD changed; release the address.
 
-    Without a record there is nothing of ours to restore, but the address may
-    still be held (an ADD that died before saving, or a peer-era pod): it is
-    released whenever the netconf has an ipam.
+    The kernel side never waits for ipamd (STYLE 3.11): the VF is restored
+    first, then the address released. If the release fails then (code 11 when
+    ipamd is unreachable), the record is cut down to what a retry needs (stage
+    ``release-pending``; the VF and its allocation marker are free) and
+    ``ReleasePending`` carries the IPAM's code, so the runtime retries DEL; a
+    retry or GC only releases. Without a record there is
+    nothing of ours to restore, but the address may still be held (an ADD that
+    died before saving, or a peer-era pod): it is released when the netconf
+    has an ipam, and an unreachable ipamd is then only a WARNING (as Spiderpool
+    does) - ipamd's own GC reclaims what no valid attachment holds.
     """
     store = store_for(deps, req.plugin)
     st = store.load(req.container_id, req.ifname)
@@ -398,14 +445,26 @@ def detach(deps: Deps, req: DetachRequest, ipam: IpamClient | None) -> None:
         log.info(
             "no record for %s/%s: nothing to restore", req.container_id, req.ifname
         )
-        _release(ipam, req.network, req.container_id, req.ifname)
+        try:
+            _release(ipam, req.network, req.container_id, req.ifname)
+        except CniError as exc:
+            if exc.code != TRY_AGAIN_LATER:
+                raise
+            log.warning(
+                "ipamd unreachable; the address of %s/%s (if any) is left to "
+                "ipamd's GC: %s %s",
+                req.container_id,
+                req.ifname,
+                exc.msg,
+                exc.details,
+            )
         return
     with Locks(deps.state_dir).lock(st.pci):
         failures: list[str] = []
         pending = False
-        # A record whose VF a later ADD already restored (``_reclaim``) and may
-        # own now: only the address and the record are left to clean up.
-        if st.stage != "restored":
+        # A record whose VF is home already (a later ADD's ``_reclaim``, or a
+        # DEL that could not release): only the address and the record are left.
+        if st.stage not in _VF_HOME:
             failures, pending = restore(deps, st, req.netns)
         if failures:
             st.stage = "del-failed"
@@ -415,8 +474,25 @@ def detach(deps: Deps, req: DetachRequest, ipam: IpamClient | None) -> None:
                 f"failed to restore VF {st.pci}",
                 "; ".join(failures) + " (the record is kept; DEL can be retried)",
             )
-        _release(ipam, st.network or req.network, st.container_id, st.ifname)
-        if st.stage == "restored":
+        if not pending and st.stage not in _VF_HOME:
+            # The VF is home: another pod may take it even if the release fails.
+            # (Not for a record whose VF was home before: it may be taken.)
+            Allocations(deps.state_dir).release(st.pci)
+        try:
+            _release(ipam, st.network or req.network, st.container_id, st.ifname)
+        except CniError as exc:
+            if pending:
+                raise  # the full record stays; nothing was freed
+            # The VF is free now: a retry must never restore it again, so
+            # whatever the IPAM error, only the release is left on record.
+            _keep_for_release(store, st)
+            raise ReleasePending(
+                exc.code,
+                f"VF {st.pci} restored; releasing its address failed: {exc.msg}",
+                f"{exc.details} (a release-pending record is kept; DEL or GC "
+                "finishes it)",
+            ) from exc
+        if st.stage in _VF_HOME:
             store.delete(st.container_id, st.ifname)
             return
         if pending:
@@ -427,9 +503,32 @@ def detach(deps: Deps, req: DetachRequest, ipam: IpamClient | None) -> None:
             st.stage = "awaiting-vf"
             store.save(st)
             return
-        Allocations(deps.state_dir).release(st.pci)
         store.delete(st.container_id, st.ifname)
         log.info("released VF %s (%s) from %s", st.pci, st.host_ifname, st.netns)
+
+
+def _keep_for_release(store: StateStore, st: VfState) -> None:
+    """Cut the record down to what releasing needs; the VF itself is restored."""
+    log.warning(
+        "VF %s restored but ipamd is unreachable; %s/%s kept as release-pending",
+        st.pci,
+        st.container_id,
+        st.ifname,
+    )
+    store.save(
+        VfState(
+            container_id=st.container_id,
+            ifname=st.ifname,
+            network=st.network,
+            netns=st.netns,
+            pci=st.pci,
+            addresses=list(st.addresses),
+            ipam_type=st.ipam_type,
+            ipam_conf=dict(st.ipam_conf),
+            extra=dict(st.extra),
+            stage=RELEASE_PENDING,
+        )
+    )
 
 
 def _release(
@@ -479,10 +578,40 @@ def restore(deps: Deps, st: VfState, netns: str) -> tuple[list[str], bool]:
         from cni.attach import rdma
 
         try:
-            rdma.move_rdma_out(deps.rdma, st.rdma_device, pod)
+            # The recorded netns when CNI_NETNS is empty: a pod netns that still
+            # lives is reached, one that is gone is tolerated (the kernel sent
+            # the device home already).
+            moved = rdma.move_rdma_out(deps.rdma, st.rdma_device, pod or st.netns)
         except CniError as exc:
             failures.append(f"move RDMA device {st.rdma_device} back: {exc}")
+        else:
+            if moved is rdma.MoveOutcome.MOVED and not st.dpdk and not pending:
+                try:
+                    _rehome_netdev(deps, st)
+                except (KernelError, CniError) as exc:
+                    failures.append(f"rename netdev of {st.pci} back: {exc}")
     return failures, pending
+
+
+def _rehome_netdev(deps: Deps, st: VfState) -> None:
+    """After the RDMA device came home: the netdev under its host name again.
+
+    On IPoIB the kernel recreates the ULP netdev in the default netns when its
+    RDMA device changes netns, possibly under another name: find it by PCI
+    (then by its recorded name) and give it back name, MAC and MTU.
+    """
+    assert st.host_ifname is not None
+    found = locate_host_netdev(
+        deps.links, host_netdevs(deps.sysfs, st.pci), st.host_ifname, None, None
+    )
+    if found is None:
+        log.warning("VF %s netdev not in the host after its RDMA device", st.pci)
+        return
+    if found.name != st.host_ifname:
+        log.info("VF %s netdev came back as %s", st.pci, found.name)
+        rename_in_host(deps.links, deps.netns, found.name, st.host_ifname)
+    restore_link(deps.links, st.host_ifname, st.orig_mac, st.orig_mtu, None)
+    remember_home(deps, st.pci, st.host_ifname)
 
 
 def _restore_netdev(
@@ -511,7 +640,23 @@ def _restore_netdev(
         if back.name != host_name:
             rename_in_host(deps.links, deps.netns, back.name, host_name)
     restore_link(deps.links, host_name, st.orig_mac, st.orig_mtu, None)
+    remember_home(deps, st.pci, host_name)
     return True
+
+
+def remember_home(deps: Deps, pci: str, name: str) -> None:
+    """After the netdev got its host name back: note it if sysfs lags the rename.
+
+    A real sysfs lists the new name under the function's ``net/`` at once;
+    only a tree that does not (a plain-file one) needs ``HomeNames``.
+    """
+    homes = HomeNames(deps.state_dir)
+    if name in host_netdevs(deps.sysfs, pci):
+        homes.forget(pci)
+        return
+    link = deps.links.find(name)
+    if link is not None:
+        homes.remember(pci, name, link.index)
 
 
 # ------------------------------------------------------------------- CHECK

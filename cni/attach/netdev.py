@@ -4,11 +4,14 @@
 Written against ``cni.kernel.Links`` / ``cni.kernel.Netns`` only; imports
 nothing third-party.
 
-Why a temporary netns: renaming in the host races with udev (host-device's and
-sriov-cni's scar, peers.md 1.4 10c), and older ``dev<ifindex>`` temp names
-collided (sriov-cni #56, #111). The VF is moved into a fresh empty netns,
-renamed there, its stale altnames removed (kernel 6.x keeps the old name as an
-altname, sriov-cni #445), and only then moved into the pod.
+Never renamed in the host: that races with udev (host-device's and sriov-cni's
+scar, peers.md 1.4 10c), and older ``dev<ifindex>`` temp names collided
+(sriov-cni #56, #111). Each way takes one netns move when it can: into the pod
+and renamed there when the pod has no link called like the VF's host name (a
+move is ~16 ms of kernel time); only on that collision does the VF go through
+a fresh empty netns and get renamed there. DEL mirrors it: renamed in the pod
+to its host name, then moved home. Stale altnames are removed wherever the
+rename happened (kernel 6.x keeps the old name as an altname, sriov-cni #445).
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from cni.rollback import Rollback
 log = logging.getLogger(__name__)
 
 
-def _drop_altnames(links: Links, name: str, netns: str, stale: set[str]) -> None:
+def _drop_altnames(links: Links, name: str, netns: str | None, stale: set[str]) -> None:
     info = links.get(name, netns)
     for alt in info.altnames:
         if alt in stale:
@@ -51,23 +54,79 @@ def _rename_via(
     the error propagates, so the caller's view is unchanged.
     """
     with namespaces.temporary() as tmp:
-        links.move(name, tmp, netns=src)
-        current = name
+        _rename_in(links, name, new_name, src, tmp, tmp)
         try:
-            if new_name != name:
-                links.rename(name, new_name, tmp)
-                current = new_name
-            _drop_altnames(links, new_name, tmp, {name, new_name})
             links.move(new_name, dst, netns=tmp)
         except BaseException:
-            try:
-                if current != name:
-                    links.rename(current, name, tmp)
-                links.move(name, src, netns=tmp)
-            except KernelError as undo:
-                # temporary() still evacuates it to the host on exit.
-                log.error("returning %s to its netns failed: %s", name, undo)
+            # temporary() still evacuates it to the host on exit if this fails.
+            _put_back(links, new_name, name, tmp, src)
             raise
+
+
+def _rename_in(
+    links: Links,
+    name: str,
+    new_name: str,
+    src: str | None,
+    dst: str | None,
+    rename_in: str | None,
+) -> None:
+    """Move ``name`` from ``src`` to ``dst`` as ``new_name`` with one netns move.
+
+    The rename happens in ``rename_in`` (``src`` or ``dst``, never the host),
+    which must not hold a link called like the name taken there. On failure
+    the link is put back as it was before the error propagates.
+    """
+    moved = False
+    current = name
+    try:
+        if rename_in != src:
+            links.move(name, dst, netns=src)
+            moved = True
+        if new_name != name:
+            links.rename(name, new_name, rename_in)
+            current = new_name
+        _drop_altnames(links, new_name, rename_in, {name, new_name})
+        if not moved:
+            links.move(new_name, dst, netns=src)
+    except BaseException:
+        # Renamed in src: the move was the last step, so nothing moved.
+        _put_back(links, current, name, dst if moved else src, src)
+        raise
+
+
+def _put_back(
+    links: Links, current: str, name: str, where: str | None, src: str | None
+) -> None:
+    """Undo a half-done move: ``current`` in ``where`` back to ``name`` in ``src``."""
+    try:
+        if current != name:
+            links.rename(current, name, where)
+        if where != src:
+            links.move(name, src, netns=where)
+    except KernelError as undo:
+        log.error("returning %s to its netns failed: %s", name, undo)
+
+
+def _move_renamed(
+    links: Links,
+    namespaces: Netns,
+    name: str,
+    new_name: str,
+    src: str | None,
+    dst: str | None,
+) -> None:
+    """One move renamed in whichever of ``src``/``dst`` is not the host and has
+    no link called ``name``/``new_name``; else through a temporary netns."""
+    if name == new_name:
+        links.move(name, dst, netns=src)
+        return
+    if dst is not None and links.find(name, dst) is None:
+        _rename_in(links, name, new_name, src, dst, dst)
+    elif src is not None and links.find(new_name, src) is None:
+        _rename_in(links, name, new_name, src, dst, src)
+    else:
+        _rename_via(links, namespaces, name, new_name, src, dst)
 
 
 def move_into_pod(
@@ -93,7 +152,7 @@ def move_into_pod(
             f"{ifname} already exists in {pod_netns}",
         )
     try:
-        _rename_via(links, namespaces, host_name, ifname, None, pod_netns)
+        _move_renamed(links, namespaces, host_name, ifname, None, pod_netns)
     except LinkExists as exc:
         raise CniError(
             DEVICE_ERROR,
@@ -116,11 +175,12 @@ def return_to_host(
 ) -> None:
     """Take ``ifname`` out of the pod back to the host as ``host_name``.
 
-    Down first (sriov-cni ReleaseVF); the rename happens in a temporary netns
-    so the pod-name altname is dropped and the host never sees the pod name.
+    Down first (sriov-cni ReleaseVF); renamed in the pod (or, if the pod has a
+    link of that name, in a temporary netns) so the pod-name altname is
+    dropped and the host never sees the pod name.
     """
     links.set_down(ifname, pod_netns)
-    _rename_via(links, namespaces, ifname, host_name, pod_netns, None)
+    _move_renamed(links, namespaces, ifname, host_name, pod_netns, None)
 
 
 def restore_link(
@@ -184,6 +244,37 @@ def configure_in_pod(
     return links.get(ifname, netns)
 
 
+def locate_host_netdev(
+    links: Links,
+    pci_names: list[str],
+    cached: str | None,
+    mac: str | None,
+    ifindex: int | None,
+) -> LinkInfo | None:
+    """The VF's netdev in the host: the PCI function's ``net/`` names first
+    (what the kernel shows), then the ``cached`` name.
+
+    The cached name is accepted only if the link's MAC or ifindex matches the
+    cached identity, when one is given (a host link may legitimately carry a
+    pod's name such as ``net1``). sysfs follows renames on a real host, so the
+    fallback matters only where ``net/`` lags (a plain-file tree).
+    """
+    for name in pci_names:
+        info = links.find(name)
+        if info is not None:
+            return info
+    if not cached:
+        return None
+    info = links.find(cached)
+    if info is None:
+        return None
+    if mac is None and ifindex is None:
+        return info
+    if (mac and info.mac == mac) or (ifindex is not None and info.index == ifindex):
+        return info
+    return None
+
+
 def find_returned_vf(
     links: Links,
     candidates: list[str],
@@ -193,19 +284,14 @@ def find_returned_vf(
 ) -> LinkInfo | None:
     """Find a VF that came back to the host when its pod netns was destroyed.
 
-    The kernel returns a real VF to the init netns under its pod name. Prefer
-    the names sysfs lists under the PCI function's ``net/``; else the link
-    named like the pod ifname, accepted only if its MAC or ifindex matches the
-    cache (a host link may legitimately be called ``net1``).
+    The kernel returns a real VF to the init netns under its pod name: the
+    ``net/`` names first, else the link named like the pod ifname with a
+    matching MAC or ifindex (``locate_host_netdev``).
     """
-    for name in candidates:
-        info = links.find(name)
-        if info is not None:
-            return info
-    info = links.find(ifname)
-    if info is not None and ((mac and info.mac == mac) or info.index == ifindex):
-        return info
-    return None
+    if not mac and ifindex is None:
+        # Nothing to recognise a pod-named host link by: never take it.
+        return locate_host_netdev(links, candidates, None, None, None)
+    return locate_host_netdev(links, candidates, ifname, mac, ifindex)
 
 
 def rename_in_host(links: Links, namespaces: Netns, name: str, host_name: str) -> None:

@@ -27,7 +27,10 @@ Decisions (README "Policy routing"):
   table: traffic from its address only ever sees its own table.
 - The pod's main default route stays on eth0 unless ``podDefaultRouteNIC``
   names this NIC; then our default replaces main's, and DEL puts the saved
-  one back.
+  one back. The NIC that loses it (eth0) gets what Spiderpool's coordinator
+  gives it: its old default route in a table of its own (``preferred_table``
+  of its name) and a source rule for each of its addresses, so replies from
+  eth0's address still leave through eth0. DEL removes both.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ import logging
 import re
 import zlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 
 from cni.errors import DEVICE_ERROR, CniError
@@ -104,7 +107,7 @@ class RoutingPlan:
 
     table: int
     rules: tuple[RuleSpec, ...]
-    routes: tuple[RouteSpec, ...]  # all in ``table``
+    routes: tuple[RouteSpec, ...]  # in ``table`` (and the old default NIC's)
     main_defaults: tuple[RouteSpec, ...]  # main-table defaults (podDefaultRouteNIC)
 
 
@@ -156,6 +159,39 @@ def plan_routing(
                     )
                 )
     return RoutingPlan(table, tuple(rules), tuple(_unique(routes)), tuple(mains))
+
+
+def keep_old_default_nic(
+    links: Links,
+    netns: str,
+    plan: RoutingPlan,
+    priority: int,
+    used: Sequence[RuleSpec],
+) -> RoutingPlan:
+    """``plan`` plus a table and source rules for the NIC whose main default
+    route ``plan`` replaces (see the module doc); ``plan`` itself if none."""
+    rules = list(plan.rules)
+    routes = list(plan.routes)
+    tables: dict[str, int] = {}
+    for new in plan.main_defaults:
+        fam = AF_INET6 if ":" in new.dst else AF_INET
+        for old in links.routes(MAIN_TABLE, fam, netns):
+            if old.dst != new.dst or not old.dev or old.dev == new.dev:
+                continue
+            own = [host_prefix(a) for a in links.addresses(old.dev, netns)]
+            if old.dev not in tables:
+                table = choose_table(old.dev, used, own)
+                while table == plan.table or table in tables.values():
+                    table += 1
+                tables[old.dev] = table
+            table = tables[old.dev]
+            routes.append(replace(old, table=table))
+            for cidr in links.addresses(old.dev, netns):
+                if family_of(cidr) == fam:
+                    rules.append(RuleSpec(host_prefix(cidr), table, priority, fam))
+    if not tables:
+        return plan
+    return replace(plan, rules=tuple(rules), routes=tuple(routes))
 
 
 def _unique(routes: list[RouteSpec]) -> list[RouteSpec]:

@@ -10,7 +10,7 @@ plugins' ``real_deps()``):
 
 - ``cni.kernel.links.PyRoute2Links`` -> ``Links`` (rtnetlink on netdevs)
 - ``cni.kernel.netns.Namespaces`` -> ``Netns`` (open/verify/temp netns)
-- ``cni.kernel.probes.RawProbes`` -> ``Probes`` (ARP/NDP conflict, gateway, announce)
+- ``cni.kernel.probes.RawProbes`` -> ``NicProbes`` (ARP/NDP conflict, gateway, announce)
 - ``cni.kernel.vf.PyRoute2VfOps`` -> ``VfOps`` (PF-side IFLA_VF_*, GUIDs, rebind)
 - ``cni.kernel.rdma.NetlinkRdmaOps`` -> ``RdmaOps`` (NETLINK_RDMA nldev)
 - ``cni.kernel.udev.UdevWaiter`` -> ``DeviceWaiter`` (pyudev monitor)
@@ -157,6 +157,29 @@ class ProbeAnswer:
     mac: str
 
 
+@dataclass(frozen=True, slots=True)
+class GatewayCheck:
+    """One gateway probe: from the pod address ``ip`` to ``gateway``."""
+
+    ip: str
+    gateway: str
+
+
+@dataclass(frozen=True, slots=True)
+class NicProbeReport:
+    """What ``NicProbes.probe_nic`` found on one netdev.
+
+    ``conflict``: another host answering for one of the probed addresses (the
+    first found; probing stops there), else None. ``gateways``: each
+    ``GatewayCheck`` that ran, with the gateway's answer or None when it stayed
+    silent for every try; a check never sent (a conflict stopped the probing)
+    is absent.
+    """
+
+    conflict: ProbeAnswer | None = None
+    gateways: tuple[tuple[GatewayCheck, ProbeAnswer | None], ...] = ()
+
+
 # ------------------------------------------------------------------ protocols
 
 
@@ -269,6 +292,28 @@ class Probes(Protocol):
 
     def announce(self, ifname: str, ips: Sequence[str], netns: NetnsPath) -> None:
         """Gratuitous ARP / unsolicited NA for each address; errors are logged."""
+        ...
+
+
+class NicProbes(Probes, Protocol):
+    """``Probes`` that check every address of a NIC at once (added in 0.1).
+
+    Optional: callers use ``probe_nic`` when the adapter has it and fall back to
+    ``conflict``/``gateway`` one by one otherwise.
+    """
+
+    def probe_nic(
+        self, ifname: str, ips: Sequence[str], gateways: Sequence[GatewayCheck],
+        netns: NetnsPath, tries: int = 3, interval: float = 0.1,
+    ) -> NicProbeReport:
+        """Conflict probes for ``ips`` and ``gateways`` probes, families in parallel.
+
+        Within one address family every conflict probe ends (``tries`` x
+        ``interval`` of silence) before a gateway probe of that family is sent:
+        a probe from an address another host holds would teach the gateway our
+        MAC for it. IPv4 and IPv6 run concurrently, so a dual-stack NIC waits
+        once. Raises NotSupported where ARP/NDP cannot run (IPoIB).
+        """
         ...
 
 

@@ -22,7 +22,22 @@ up to ``interval`` seconds of listening.
   the Override flag to all-nodes per IPv6 address.
 
 IPoIB links (ARPHRD_INFINIBAND, 20-byte addresses) are not probed: the calls log
-that and return None.
+that and return None (``probe_nic`` raises NotSupported instead, so a skipped
+gateway check cannot read as a silent gateway).
+
+``probe_nic`` checks a whole NIC at once: one socket (ETH_P_ALL when both
+families are probed) is opened in the pod netns, then a single select() loop on
+the calling thread drives every probe, each with its own send/listen schedule. The
+IPv4 and IPv6 probes overlap, so a dual-stack NIC waits one conflict window
+(~300 ms) instead of two; within a family the gateway probe is sent only after
+the family's conflict probes ended silent, because a probe sent *from* an
+address another host holds (the gateway probe's sender IP) would teach the
+gateway our MAC for it. ``conflict``/``gateway`` run the same loop with one probe.
+
+Sockets are few and closed off the main thread: releasing an AF_PACKET socket
+waits for an RCU grace period (8-16 ms measured here), so an ADD uses one for
+detection and one (send-only) for all its announcements, and neither waits for
+the close.
 """
 
 from __future__ import annotations
@@ -33,12 +48,21 @@ import logging
 import select
 import socket
 import struct
+import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from cni.kernel import InvalidArgument, KernelError, NetnsPath, ProbeAnswer
+from cni.kernel import (
+    GatewayCheck,
+    InvalidArgument,
+    KernelError,
+    NetnsPath,
+    NicProbeReport,
+    NotSupported,
+    ProbeAnswer,
+)
 from cni.kernel.netns import in_netns
 
 log = logging.getLogger(__name__)
@@ -46,6 +70,8 @@ log = logging.getLogger(__name__)
 ETH_P_ARP = 0x0806
 ETH_P_IP = 0x0800
 ETH_P_IPV6 = 0x86DD
+ETH_P_ALL = 0x0003
+SEND_ONLY = 0  # protocol 0: a bound packet socket that receives nothing
 ARPHRD_ETHER = 1
 ARPHRD_INFINIBAND = 32
 ARPOP_REQUEST = 1
@@ -221,43 +247,74 @@ class _Link:
     hwtype: int
 
 
-@contextmanager
-def _packet_socket(ifname: str, proto: int, netns: NetnsPath) -> Iterator[_Link]:
-    """A raw socket on ``ifname`` in ``netns``, with the link's MAC and type."""
-    with in_netns(netns):
-        # Protocol 0 until bind: no frames from other interfaces sneak in before.
-        sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
+def _open_link(ifname: str, proto: int) -> _Link:
+    """A raw socket bound to ``ifname`` in the calling thread's netns."""
+    # Protocol 0 until bind: no frames from other interfaces sneak in before.
+    sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
     try:
         ifreq = struct.pack("16s16x", ifname.encode())
         try:
-            flags = struct.unpack("16xH", fcntl.ioctl(sock, SIOCGIFFLAGS, ifreq)[:18])[
-                0
-            ]
+            raw_flags = fcntl.ioctl(sock, SIOCGIFFLAGS, ifreq)
             hw = fcntl.ioctl(sock, SIOCGIFHWADDR, ifreq)
             sock.bind((ifname, proto))
         except OSError as exc:
             raise KernelError(f"probe on {ifname}: {exc.strerror}", exc.errno) from exc
-        if not flags & IFF_UP:
+        if not struct.unpack("16xH", raw_flags[:18])[0] & IFF_UP:
             raise InvalidArgument(f"probe on {ifname}: link is down, bring it up first")
-        hwtype = struct.unpack("H", hw[16:18])[0]
-        yield _Link(sock, hw[18:24], hwtype)
-    finally:
+    except BaseException:
         sock.close()
+        raise
+    return _Link(sock, hw[18:24], struct.unpack("H", hw[16:18])[0])
 
 
-def _frames(sock: socket.socket, deadline: float) -> Iterator[bytes]:
-    """Incoming frames until ``deadline`` (monotonic); our own sends are skipped."""
+def _close_in_background(sock: socket.socket) -> None:
+    """Close ``sock`` on a helper thread.
+
+    Releasing an AF_PACKET socket waits for an RCU grace period in the kernel
+    (``synchronize_net()`` in packet_release: 8-16 ms here, whatever the
+    socket did); the plugin has no reason to wait for it. The thread spends
+    that time in the close(2) syscall, without the GIL; at exit the process
+    waits for it like for any other close.
+    """
+    threading.Thread(target=sock.close, name="probe-close", daemon=True).start()
+
+
+@contextmanager
+def _packet_sockets(
+    ifname: str, protos: Sequence[int], netns: NetnsPath
+) -> Iterator[dict[int, _Link]]:
+    """A raw socket on ``ifname`` in ``netns`` for the ethertypes in ``protos``.
+
+    One socket serves them all (ETH_P_ALL when there are several; the frame
+    parsers check the ethertype), since every socket costs a grace period when
+    it is released. It is created during one visit of the netns (a socket
+    stays bound to the netns it was created in), then used from the host side.
+    """
+    proto = protos[0] if len(set(protos)) == 1 else ETH_P_ALL
+    with in_netns(netns):
+        link = _open_link(ifname, proto)
+    try:
+        yield {p: link for p in protos}
+    finally:
+        _close_in_background(link.sock)
+
+
+@contextmanager
+def _packet_socket(ifname: str, proto: int, netns: NetnsPath) -> Iterator[_Link]:
+    """A raw socket on ``ifname`` in ``netns``, with the link's MAC and type."""
+    with _packet_sockets(ifname, (proto,), netns) as links:
+        yield links[proto]
+
+
+def _drain(sock: socket.socket) -> Iterator[bytes]:
+    """The frames queued on ``sock`` now; our own sends are skipped."""
     while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
+        try:
+            frame, addr = sock.recvfrom(65535, socket.MSG_DONTWAIT)
+        except BlockingIOError:
             return
-        ready, _, _ = select.select([sock], [], [], left)
-        if not ready:
-            return
-        frame, addr = sock.recvfrom(65535)
-        if addr[2] == PACKET_OUTGOING:
-            continue
-        yield frame
+        if addr[2] != PACKET_OUTGOING:
+            yield frame
 
 
 def _ipoib_skip(link: _Link, ifname: str, what: str) -> bool:
@@ -272,8 +329,127 @@ def _ipoib_skip(link: _Link, ifname: str, what: str) -> bool:
     return False
 
 
+@dataclass(slots=True, eq=False)
+class _Probe:
+    """One conflict or gateway probe: its frame, what answers it, its progress."""
+
+    proto: int  # ETH_P_ARP or ETH_P_IPV6: which socket it uses
+    gateway: bool
+    wanted: str  # the IP whose owner must answer
+    frame: bytes
+    own: str  # our MAC: answers from it are our own kernel's
+    sent: int = 0
+    window_end: float = 0.0
+    done: bool = False
+    answer: ProbeAnswer | None = None
+
+    def matches(self, raw: bytes) -> ProbeAnswer | None:
+        if self.proto == ETH_P_ARP:
+            arp = parse_arp(raw)
+            if arp is None or arp.spa != self.wanted or arp.sha == self.own:
+                return None
+            # A gateway must reply; for a conflict, RFC 5227 2.1.1 counts any ARP
+            # (request or reply) sent from the probed address.
+            if self.gateway and arp.op != ARPOP_REPLY:
+                return None
+            return ProbeAnswer(ip=self.wanted, mac=arp.sha)
+        na = parse_na(raw)
+        if na is None or na.target != self.wanted or na.mac == self.own:
+            return None
+        return ProbeAnswer(ip=self.wanted, mac=na.mac)
+
+
+def _proto_of(ip: str) -> int:
+    return ETH_P_ARP if ipaddress.ip_address(ip).version == 4 else ETH_P_IPV6
+
+
+def _conflict_probe(link: _Link, ip: str) -> _Probe:
+    own = mac_str(link.mac)
+    if _proto_of(ip) == ETH_P_ARP:
+        # RFC 5227 probe: sender IP 0.0.0.0 so nobody's cache learns us.
+        body = arp_packet(ARPOP_REQUEST, link.mac, "0.0.0.0", ZERO_MAC, ip)
+        frame = ethernet(BROADCAST, link.mac, ETH_P_ARP, body)
+        return _Probe(ETH_P_ARP, False, ip, frame, own)
+    wanted = str(ipaddress.IPv6Address(ip))
+    packet = neighbor_solicit("::", wanted, None)  # DAD: no SLLA
+    dst_mac = multicast_mac(solicited_node(wanted))
+    frame = ethernet(dst_mac, link.mac, ETH_P_IPV6, packet)
+    return _Probe(ETH_P_IPV6, False, wanted, frame, own)
+
+
+def _gateway_probe(link: _Link, ip: str, gateway: str) -> _Probe:
+    own = mac_str(link.mac)
+    if _proto_of(gateway) == ETH_P_ARP:
+        body = arp_packet(ARPOP_REQUEST, link.mac, ip, ZERO_MAC, gateway)
+        frame = ethernet(BROADCAST, link.mac, ETH_P_ARP, body)
+        return _Probe(ETH_P_ARP, True, gateway, frame, own)
+    wanted = str(ipaddress.IPv6Address(gateway))
+    packet = neighbor_solicit(ip, wanted, link.mac)
+    dst_mac = multicast_mac(solicited_node(wanted))
+    frame = ethernet(dst_mac, link.mac, ETH_P_IPV6, packet)
+    return _Probe(ETH_P_IPV6, True, wanted, frame, own)
+
+
+def _run(
+    links: Mapping[int, _Link],
+    probes: Sequence[_Probe],
+    tries: int,
+    interval: float,
+) -> None:
+    """Drive ``probes`` on one thread until each has an answer or ran out of tries.
+
+    Each probe sends, listens ``interval``, ``tries`` times, as a lone probe
+    would; the probes of different families overlap. A gateway probe starts only
+    when every conflict probe of its family ended silent (a probe sent from an
+    address in use would poison the gateway's cache); once a conflict is found
+    nothing more is sent and the function returns.
+    """
+    while True:
+        now = time.monotonic()
+        waiting: list[_Probe] = []
+        for probe in sorted(probes, key=lambda p: p.gateway):
+            if probe.done:
+                continue
+            if (
+                probe.gateway
+                and probe.sent == 0
+                and any(
+                    not p.done
+                    for p in probes
+                    if not p.gateway and p.proto == probe.proto
+                )
+            ):
+                continue  # its family's conflict verdict is not in yet
+            if probe.window_end <= now:
+                if probe.sent == tries:
+                    probe.done = True
+                    continue
+                links[probe.proto].sock.send(probe.frame)
+                probe.sent += 1
+                probe.window_end = now + interval
+            waiting.append(probe)
+        if not waiting:
+            # Each pass visits conflict probes before gateway probes, so a gateway
+            # probe whose family's verdict just came in was started in this pass.
+            return
+        socks = {links[p.proto].sock for p in waiting}
+        timeout = max(0.0, min(p.window_end for p in waiting) - time.monotonic())
+        ready, _, _ = select.select(list(socks), [], [], timeout)
+        for sock in ready:
+            for raw in _drain(sock):
+                for probe in waiting:
+                    if probe.done or links[probe.proto].sock is not sock:
+                        continue
+                    answer = probe.matches(raw)
+                    if answer is None:
+                        continue
+                    probe.answer, probe.done = answer, True
+                    if not probe.gateway:
+                        return
+
+
 class RawProbes:
-    """``Probes`` over AF_PACKET raw sockets; see the module doc for the frames."""
+    """``NicProbes`` over AF_PACKET raw sockets; see the module doc for the frames."""
 
     def conflict(
         self,
@@ -283,9 +459,14 @@ class RawProbes:
         tries: int = 3,
         interval: float = 0.1,
     ) -> ProbeAnswer | None:
-        if ipaddress.ip_address(ip).version == 4:
-            return self._arp(ifname, ip, None, netns, tries, interval)
-        return self._ndp(ifname, ip, None, netns, tries, interval)
+        v4 = ipaddress.ip_address(ip).version == 4
+        what = "ARP conflict probe" if v4 else "NDP conflict probe"
+        with _packet_socket(ifname, _proto_of(ip), netns) as link:
+            if _ipoib_skip(link, ifname, what):
+                return None
+            probe = _conflict_probe(link, ip)
+            _run({probe.proto: link}, [probe], tries, interval)
+            return probe.answer
 
     def gateway(
         self,
@@ -296,99 +477,72 @@ class RawProbes:
         tries: int = 3,
         interval: float = 0.1,
     ) -> ProbeAnswer | None:
-        if ipaddress.ip_address(gateway).version == 4:
-            return self._arp(ifname, ip, gateway, netns, tries, interval)
-        return self._ndp(ifname, ip, gateway, netns, tries, interval)
-
-    def _arp(
-        self,
-        ifname: str,
-        ip: str,
-        gateway: str | None,
-        netns: NetnsPath,
-        tries: int,
-        interval: float,
-    ) -> ProbeAnswer | None:
-        what = "ARP conflict probe" if gateway is None else "ARP gateway probe"
-        with _packet_socket(ifname, ETH_P_ARP, netns) as link:
+        v4 = ipaddress.ip_address(gateway).version == 4
+        what = "ARP gateway probe" if v4 else "NDP gateway probe"
+        with _packet_socket(ifname, _proto_of(gateway), netns) as link:
             if _ipoib_skip(link, ifname, what):
                 return None
-            own = mac_str(link.mac)
-            if gateway is None:
-                # RFC 5227 probe: sender IP 0.0.0.0 so nobody's cache learns us.
-                body = arp_packet(ARPOP_REQUEST, link.mac, "0.0.0.0", ZERO_MAC, ip)
-                wanted = ip
-            else:
-                body = arp_packet(ARPOP_REQUEST, link.mac, ip, ZERO_MAC, gateway)
-                wanted = gateway
-            frame = ethernet(BROADCAST, link.mac, ETH_P_ARP, body)
-            for _ in range(tries):
-                link.sock.send(frame)
-                deadline = time.monotonic() + interval
-                for raw in _frames(link.sock, deadline):
-                    arp = parse_arp(raw)
-                    if arp is None or arp.spa != wanted or arp.sha == own:
-                        continue
-                    # A gateway must reply; for a conflict, RFC 5227 2.1.1 counts
-                    # any ARP (request or reply) sent from the probed address.
-                    if gateway is not None and arp.op != ARPOP_REPLY:
-                        continue
-                    return ProbeAnswer(ip=wanted, mac=arp.sha)
-        return None
+            probe = _gateway_probe(link, ip, gateway)
+            _run({probe.proto: link}, [probe], tries, interval)
+            return probe.answer
 
-    def _ndp(
+    def probe_nic(
         self,
         ifname: str,
-        ip: str,
-        gateway: str | None,
+        ips: Sequence[str],
+        gateways: Sequence[GatewayCheck],
         netns: NetnsPath,
-        tries: int,
-        interval: float,
-    ) -> ProbeAnswer | None:
-        what = "NDP conflict probe" if gateway is None else "NDP gateway probe"
-        with _packet_socket(ifname, ETH_P_IPV6, netns) as link:
-            if _ipoib_skip(link, ifname, what):
-                return None
-            own = mac_str(link.mac)
-            wanted = str(ipaddress.IPv6Address(gateway or ip))
-            if gateway is None:
-                packet = neighbor_solicit("::", wanted, None)  # DAD: no SLLA
-            else:
-                packet = neighbor_solicit(ip, wanted, link.mac)
-            dst_mac = multicast_mac(solicited_node(wanted))
-            frame = ethernet(dst_mac, link.mac, ETH_P_IPV6, packet)
-            for _ in range(tries):
-                link.sock.send(frame)
-                deadline = time.monotonic() + interval
-                for raw in _frames(link.sock, deadline):
-                    na = parse_na(raw)
-                    if na is None or na.target != wanted or na.mac == own:
-                        continue
-                    return ProbeAnswer(ip=wanted, mac=na.mac)
-        return None
+        tries: int = 3,
+        interval: float = 0.1,
+    ) -> NicProbeReport:
+        protos = sorted(
+            {_proto_of(ip) for ip in ips} | {_proto_of(c.gateway) for c in gateways}
+        )
+        if not protos:
+            return NicProbeReport()
+        with _packet_sockets(ifname, protos, netns) as links:
+            first = links[protos[0]]
+            if first.hwtype == ARPHRD_INFINIBAND:
+                raise NotSupported(
+                    f"probe on {ifname}: IPoIB link, no ARP/NDP probing on InfiniBand"
+                )
+            conflicts = [_conflict_probe(links[_proto_of(ip)], ip) for ip in ips]
+            checks = [
+                (c, _gateway_probe(links[_proto_of(c.gateway)], c.ip, c.gateway))
+                for c in gateways
+            ]
+            _run(links, [*conflicts, *(p for _, p in checks)], tries, interval)
+        conflict = next((p.answer for p in conflicts if p.answer is not None), None)
+        if conflict is not None:
+            log.debug("conflict probe on %s answered by %s", ifname, conflict.mac)
+        return NicProbeReport(
+            conflict=conflict,
+            gateways=tuple((c, p.answer) for c, p in checks if p.done),
+        )
 
     def announce(self, ifname: str, ips: Sequence[str], netns: NetnsPath) -> None:
-        for ip in ips:
-            try:
-                if ipaddress.ip_address(ip).version == 4:
-                    self._garp(ifname, ip, netns)
-                else:
-                    self._unsolicited_na(ifname, ip, netns)
-            except (KernelError, OSError, ValueError) as exc:
+        if not ips:
+            return
+        try:
+            # Send-only, and one socket for every address of both families.
+            with _packet_socket(ifname, SEND_ONLY, netns) as link:
+                if _ipoib_skip(link, ifname, "gratuitous ARP / unsolicited NA"):
+                    return
+                for ip in ips:
+                    try:
+                        link.sock.send(_announcement(link, ip))
+                    except (OSError, ValueError) as exc:
+                        log.warning("announce %s on %s failed: %s", ip, ifname, exc)
+        except (KernelError, OSError) as exc:
+            for ip in ips:
                 log.warning("announce %s on %s failed: %s", ip, ifname, exc)
 
-    def _garp(self, ifname: str, ip: str, netns: NetnsPath) -> None:
-        with _packet_socket(ifname, ETH_P_ARP, netns) as link:
-            if _ipoib_skip(link, ifname, "gratuitous ARP"):
-                return
-            # A request with sender == target IP, as Linux's arp_notify sends.
-            body = arp_packet(ARPOP_REQUEST, link.mac, ip, ZERO_MAC, ip)
-            link.sock.send(ethernet(BROADCAST, link.mac, ETH_P_ARP, body))
 
-    def _unsolicited_na(self, ifname: str, ip: str, netns: NetnsPath) -> None:
-        with _packet_socket(ifname, ETH_P_IPV6, netns) as link:
-            if _ipoib_skip(link, ifname, "unsolicited NA"):
-                return
-            packet = neighbor_advert(ip, "ff02::1", ip, link.mac, NA_FLAG_OVERRIDE)
-            frame = ethernet(multicast_mac("ff02::1"), link.mac, ETH_P_IPV6, packet)
-            link.sock.send(frame)
+def _announcement(link: _Link, ip: str) -> bytes:
+    """A gratuitous ARP (IPv4) or an unsolicited NA with Override (IPv6)."""
+    if ipaddress.ip_address(ip).version == 4:
+        # A request with sender == target IP, as Linux's arp_notify sends.
+        body = arp_packet(ARPOP_REQUEST, link.mac, ip, ZERO_MAC, ip)
+        return ethernet(BROADCAST, link.mac, ETH_P_ARP, body)
+    packet = neighbor_advert(ip, "ff02::1", ip, link.mac, NA_FLAG_OVERRIDE)
+    return ethernet(multicast_mac("ff02::1"), link.mac, ETH_P_IPV6, packet)

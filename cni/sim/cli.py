@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 import click
 
 from cni.sim import daemon, pods
-from cni.sim.lab import Lab, LabError
+from cni.sim.lab import MANIFEST, Lab, LabError
 from cni.sim.runtime import PluginError
 
 DEFAULT_LAB = Path(os.environ.get("RAILYARD_SIM_LAB", "/run/railyard-sim/lab"))
@@ -151,31 +151,42 @@ def do_unpod(lab_dir: Path, name: str) -> None:
 
 
 def do_down(lab_dir: Path) -> None:
+    """Pods, ipamd, lab: removed whatever state they are in (also half-built).
+
+    Pod DELs come first so ipamd can release their addresses; a pod that cannot
+    be DELeted is a problem reported with exit 1, but the teardown goes on:
+    the daemon is stopped and every netns, link and file removed anyway.
+    """
     lab_dir = Path(lab_dir).absolute()
-    problems = []
+    problems: list[str] = []
     try:
-        lab = Lab.load(lab_dir)
-    except LabError:
+        lab: Lab | None = Lab.load(lab_dir)
+    except LabError as exc:
         lab = None
-    if lab is not None:
-        for name in pods.names(lab):
-            say(f"down: removing pod {name}")
-            try:
-                problems += pods.detach(lab, pods.load(lab, name), say)
-            except (LabError, OSError) as exc:
-                problems.append(str(exc))
-    say("down: stopping ipamd")
-    daemon.stop(lab_dir)
-    if lab is not None:
-        say(f"down: removing lab {lab.id}")
-        lab.down()
-    daemon.remove_files(lab_dir)
-    for sub in (pods.PODS, pods.RESULTS, "state", "cni-bin"):
-        shutil.rmtree(lab_dir / sub, ignore_errors=True)
+        if (lab_dir / MANIFEST).exists():
+            problems.append(str(exc))
     try:
-        lab_dir.rmdir()
-    except OSError:
-        pass
+        if lab is not None:
+            for name in pods.names(lab):
+                say(f"down: removing pod {name}")
+                # One bad pod record must not stop the teardown of the rest.
+                try:
+                    problems += pods.detach(lab, pods.load(lab, name), say)
+                except Exception as exc:
+                    problems.append(f"pod {name}: {exc}")
+    finally:
+        say("down: stopping ipamd")
+        daemon.stop(lab_dir)
+        if lab is not None:
+            say(f"down: removing lab {lab.id}")
+            lab.down()
+        daemon.remove_files(lab_dir)
+        for sub in (pods.PODS, pods.RESULTS, "state", "cni-bin"):
+            shutil.rmtree(lab_dir / sub, ignore_errors=True)
+        try:
+            lab_dir.rmdir()
+        except OSError:
+            pass
     if problems:
         raise Failed(
             "down: pods left problems (the lab is removed anyway):\n  "

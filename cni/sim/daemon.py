@@ -111,33 +111,60 @@ def apply_pools(lab_dir: Path, pools_file: Path) -> str:
 
 
 def running_pid(lab_dir: Path) -> int | None:
-    """The lab's ipamd pid if that process is alive and really the lab's ipamd."""
+    """The lab's ipamd pid if the recorded process is alive and really the lab's."""
     try:
         pid = int((Path(lab_dir) / PID).read_text())
-    except (FileNotFoundError, ValueError):
+    except (OSError, ValueError):
         return None
+    # A recycled pid belongs to someone else: never signal it.
+    return pid if _serves(pid, Path(lab_dir).absolute()) else None
+
+
+def lab_pids(lab_dir: Path) -> list[int]:
+    """Every live ipamd serving this lab: the recorded pid, and any other in /proc.
+
+    The scan finds a daemon whose pid file was lost (a crash between start
+    and the write, a half-removed lab directory); the socket file itself need
+    not exist, only the daemon's command line naming it.
+    """
+    lab_dir = Path(lab_dir).absolute()
+    found = {p for p in [running_pid(lab_dir)] if p is not None}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            if _serves(int(entry.name), lab_dir):
+                found.add(int(entry.name))
+    return sorted(found)
+
+
+def _serves(pid: int, lab_dir: Path) -> bool:
+    """Whether process ``pid`` is ``ipamd serve`` listening on the lab's socket."""
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
-        return None
-    # A recycled pid belongs to someone else: never signal it.
+        return False
     args = [a.decode(errors="replace") for a in cmdline]
-    if "serve" in args and any(str(socket_path(lab_dir)) in a for a in args):
-        return pid
-    return None
+    sock = str(socket_path(lab_dir))
+    # Exact arguments: /x/lab/ipamd.sock must not match /y/x/lab/ipamd.sock.
+    return "serve" in args and any(a in (sock, f"unix://{sock}") for a in args)
 
 
 def stop(lab_dir: Path, timeout: float = 10.0) -> None:
-    """SIGTERM (then SIGKILL) the lab's ipamd and remove its pid and socket files."""
-    lab_dir = Path(lab_dir)
-    pid = running_pid(lab_dir)
-    if pid is not None:
-        os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and _alive(pid):
-            time.sleep(0.05)
+    """SIGTERM (then SIGKILL) the lab's ipamd and remove its pid and socket files.
+
+    Safe to call when nothing runs, twice, or on a half-removed lab.
+    """
+    lab_dir = Path(lab_dir).absolute()
+    pids = lab_pids(lab_dir)
+    for pid in pids:
+        _signal(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and any(_alive(p) for p in pids):
+        time.sleep(0.05)
+    for pid in pids:
         if _alive(pid):
-            os.kill(pid, signal.SIGKILL)
+            _signal(pid, signal.SIGKILL)
+    for pid in pids:
+        _reap(pid, deadline=time.monotonic() + 2.0)
     (lab_dir / PID).unlink(missing_ok=True)
     socket_path(lab_dir).unlink(missing_ok=True)
 
@@ -145,6 +172,13 @@ def stop(lab_dir: Path, timeout: float = 10.0) -> None:
 def remove_files(lab_dir: Path) -> None:
     for name in (DB, f"{DB}-wal", f"{DB}-shm", LOG):
         (Path(lab_dir) / name).unlink(missing_ok=True)
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:  # it exited meanwhile
+        pass
 
 
 def _alive(pid: int) -> bool:
@@ -156,10 +190,24 @@ def _alive(pid: int) -> bool:
     except ChildProcessError:
         pass
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
         return False
-    return True
+    # A zombie has exited; only its parent's wait() is missing.
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+
+
+def _reap(pid: int, deadline: float) -> None:
+    """Wait (bounded) until the pid has left /proc, so callers see it gone.
+
+    An exited daemon that is not our child stays a zombie until its new
+    parent (init) reaps it, usually within milliseconds.
+    """
+    while time.monotonic() < deadline:
+        _alive(pid)  # reaps it if it is our child
+        if not Path(f"/proc/{pid}").exists():
+            return
+        time.sleep(0.02)
 
 
 def _tail(log: Path, lines: int = 15) -> str:

@@ -16,7 +16,8 @@ network namespace (the "host"):
   the recording state of ``cni.sim.recording``.
 
 ``<id>`` is a short per-lab id so several labs coexist on one machine. ``down()``
-removes every netns, link and file the lab made, also for a half-built lab.
+removes every netns, link, file and ipamd process the lab made, also for a
+half-built lab.
 
 Imports: standard library only at module level (plugins import this module through
 ``cni.sim.recording`` in simulated mode); PyYAML is never needed here.
@@ -92,6 +93,32 @@ def netns_names() -> list[str]:
 
 def link_names(netns: str | None = None) -> list[str]:
     return sorted(str(e["ifname"]) for e in ip_json(["link", "show"], netns=netns))
+
+
+def veth_peer_name(netns: str, ifname: str) -> str | None:
+    """The caller-netns name of the veth whose other end is ``ifname`` in ``netns``.
+
+    A veth end reports its peer as (IFLA_LINK = the peer's ifindex, link netnsid
+    = the peer's netns as seen from this end). The pair is identified from the
+    caller's side: a veth here whose IFLA_LINK is that end's ifindex and whose
+    link netnsid is the one this netns gave ``netns``. None when the other end is
+    in another netns, or either end is gone.
+    """
+    end = ip_json(["link", "show", "dev", ifname], netns=netns)
+    nsid = next(
+        (e.get("id") for e in ip_json(["netns", "list"]) if e.get("name") == netns),
+        None,
+    )
+    if not end or nsid is None:
+        return None
+    for link in ip_json(["link", "show", "type", "veth"]):
+        if (
+            link.get("ifindex") == end[0].get("link_index")
+            and link.get("link_index") == end[0].get("ifindex")
+            and link.get("link_netnsid") == nsid
+        ):
+            return str(link["ifname"])
+    return None
 
 
 def netns_identity(path: str | None = None) -> tuple[int, int]:
@@ -181,6 +208,16 @@ def load_manifest(lab_dir: Path | str) -> Manifest:
         return Manifest.from_dict(json.loads(path.read_text()))
     except FileNotFoundError:
         raise LabError(f"{path}: no lab here (run `railyard-sim up` first)") from None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise LabError(f"{path}: not a lab manifest ({exc})") from None
+
+
+def write_manifest(lab_dir: Path | str, manifest: Manifest) -> None:
+    """Replace ``lab.json`` atomically: a reader never sees half a manifest."""
+    path = Path(lab_dir) / MANIFEST
+    tmp = path.with_name(f".{MANIFEST}.tmp{os.getpid()}")
+    tmp.write_text(manifest.to_json())
+    os.replace(tmp, path)
 
 
 def _rail_names(lab_id: str, rail: int) -> tuple[str, str]:
@@ -320,13 +357,13 @@ class Lab:
         lab = cls(lab_dir, replace(manifest, complete=False))
         try:
             # Written first so that down() of a half-built lab knows its id.
-            (lab_dir / MANIFEST).write_text(lab.manifest.to_json())
+            write_manifest(lab_dir, lab.manifest)
             lab._build(manifest, progress)
         except BaseException:
             lab.down()
             raise
         lab.manifest = manifest
-        (lab_dir / MANIFEST).write_text(manifest.to_json())
+        write_manifest(lab_dir, manifest)
         (lab_dir / SIM_MARKER).write_text(
             f"railyard simulated host {lab_id}; plugins honour RAILYARD_SIM_ROOT here\n"
         )
@@ -427,7 +464,19 @@ class Lab:
         raise KeyError(f"lab {self.id} has no VF {pci}")
 
     def netdev_of(self, pci: str) -> str | None:
-        """The VF's current netdev name as the fake tree shows it (None if none)."""
+        """The VF's current netdev name, as real sysfs would show it now.
+
+        A stand-in in the host netns is found through its fabric peer, so a
+        rename (a plugin restoring the name after a rebind) is followed; the
+        fake tree's ``net/`` entry is re-synced to it. Elsewhere (in a pod
+        netns, or no netdev at all) this is the tree's name (None if none).
+        """
+        from cni.sim import recording
+
+        if (self.dir / recording.STATE).is_file():
+            name = recording.host_netdev(self.dir, pci)
+            if name is not None:
+                return name
         names = self.tree.netdevs(pci)
         return names[0] if names else None
 
@@ -477,36 +526,18 @@ class Lab:
     # ------------------------------------------------------------------ down
 
     def down(self) -> None:
-        """Remove every netns, link and file of the lab; safe to call twice."""
-        from cni.sim import recording
+        """Remove every netns, link, process and file of the lab; safe to call twice.
 
-        own_ns = [n for n in netns_names() if n.startswith(self.prefix)]
-        # Deleting a veth end deletes its peer synchronously, wherever it is; a
-        # deleted netns only tears its devices down later, in a kernel worker.
-        for ns in own_ns:
-            veths = ip_json(["link", "show", "type", "veth"], netns=ns)
-            if veths:
-                # -force: a peer deleted with its pair is gone by its own turn.
-                run_ip(
-                    ["-force"],
-                    netns=ns,
-                    check=False,
-                    batch="".join(f"link del dev {link['ifname']}\n" for link in veths),
-                )
-        if own_ns:
-            run_ip(
-                ["-force"],
-                check=False,
-                batch="".join(f"netns del {ns}\n" for ns in own_ns),
-            )
-        host = [dev for dev in link_names() if dev.startswith(self.prefix)]
-        if host:
-            run_ip(
-                ["-force"],
-                check=False,
-                batch="".join(f"link del dev {dev}\n" for dev in host),
-            )
-        self._wait_links_gone()
+        Also for a half-built lab, and whatever its pods left: stand-ins in any
+        netns die with their fabric peers, pod netns carry the lab's prefix, and
+        the lab's ipamd (if the CLI started one) is found by its command line
+        even when its pid file or socket is gone. Nothing here raises for a
+        thing that is already gone.
+        """
+        from cni.sim import daemon, recording
+
+        daemon.stop(self.dir)
+        remove_prefixed(self.prefix)
         for name in (MANIFEST, POOLS, SIM_MARKER):
             try:
                 (self.dir / name).unlink(missing_ok=True)
@@ -514,13 +545,6 @@ class Lab:
                 pass
         recording.remove_state(self.dir)
         shutil.rmtree(self.dir / SYS_DIR, ignore_errors=True)
-
-    def _wait_links_gone(self, timeout: float = 5.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if not any(n.startswith(self.prefix) for n in link_names()):
-                return
-            time.sleep(0.02)
 
     # -------------------------------------------------------- context manager
 
@@ -534,6 +558,44 @@ class Lab:
         tb: TracebackType | None,
     ) -> None:
         self.down()
+
+
+def remove_prefixed(prefix: str, timeout: float = 5.0) -> None:
+    """Delete every named netns and caller-netns link whose name starts with ``prefix``.
+
+    Deleting a veth end deletes its peer synchronously, wherever it is, while a
+    deleted netns only tears its devices down later in a kernel worker; so the
+    veths inside go first, then the namespaces, then what is left here. Waits
+    (bounded) until no such link is listed any more.
+    """
+    own_ns = [n for n in netns_names() if n.startswith(prefix)]
+    for ns in own_ns:
+        veths = ip_json(["link", "show", "type", "veth"], netns=ns)
+        if veths:
+            # -force: a peer deleted with its pair is gone by its own turn.
+            run_ip(
+                ["-force"],
+                netns=ns,
+                check=False,
+                batch="".join(f"link del dev {link['ifname']}\n" for link in veths),
+            )
+    if own_ns:
+        run_ip(
+            ["-force"],
+            check=False,
+            batch="".join(f"netns del {ns}\n" for ns in own_ns),
+        )
+    deadline = time.monotonic() + timeout
+    while True:
+        host = [dev for dev in link_names() if dev.startswith(prefix)]
+        if not host or time.monotonic() >= deadline:
+            break
+        run_ip(
+            ["-force"],
+            check=False,
+            batch="".join(f"link del dev {dev}\n" for dev in host),
+        )
+        time.sleep(0.02)
 
 
 def _claim_id(wanted: str | None) -> str:

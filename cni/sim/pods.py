@@ -208,32 +208,39 @@ def create(lab: Lab, name: str) -> Pod:
         eth0_ip=f"10.244.{lab_byte}.{index + 1}",
     )
     save(lab, pod)
-    run_ip(["netns", "add", pod.netns])
-    run_ip(
-        [
-            "link",
-            "add",
-            pod.eth0_host,
-            "type",
-            "veth",
-            "peer",
-            "name",
-            "eth0",
-            "netns",
-            pod.netns,
-        ]
-    )
-    run_ip(["link", "set", pod.eth0_host, "up"])
-    run_ip(
-        [],
-        netns=pod.netns,
-        batch=(
-            "link set lo up\n"
-            "link set eth0 up\n"
-            f"addr add {pod.eth0_ip}/24 dev eth0\n"
-            f"route add default via 10.244.{lab_byte}.1 dev eth0 onlink\n"
-        ),
-    )
+    try:
+        run_ip(["netns", "add", pod.netns])
+        run_ip(
+            [
+                "link",
+                "add",
+                pod.eth0_host,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                "eth0",
+                "netns",
+                pod.netns,
+            ]
+        )
+        run_ip(["link", "set", pod.eth0_host, "up"])
+        run_ip(
+            [],
+            netns=pod.netns,
+            batch=(
+                "link set lo up\n"
+                "link set eth0 up\n"
+                f"addr add {pod.eth0_ip}/24 dev eth0\n"
+                f"route add default via 10.244.{lab_byte}.1 dev eth0 onlink\n"
+            ),
+        )
+    except BaseException:
+        # Nothing attached yet: a half-made sandbox is simply removed.
+        run_ip(["link", "del", "dev", pod.eth0_host], check=False)
+        run_ip(["netns", "del", pod.netns], check=False)
+        forget(lab, pod.name)
+        raise
     return pod
 
 
@@ -266,44 +273,51 @@ def attach(
     if not 1 <= nics <= len(lab.rails):
         raise LabError(f"--nics must be 1..{len(lab.rails)} (one per rail)")
     rt = runtime(lab)
-    for i, rail in enumerate(lab.rails[:nics], start=1):
-        pci = pick_vf(lab, rail)
-        _, vf = lab.vf(pci)
-        host = lab.netdev_of(pci) or vf.netdev
-        [before] = ip_json(["link", "show", "dev", host]) or [{}]
-        guid = ib_guids and rail.kind == "ib"
-        caps = {"infinibandGUID": ib_guid(lab, rail, vf.index)} if guid else {}
-        nic = Nic(
-            ifname=f"net{i}",
-            rail=rail.number,
-            kind=rail.kind,
-            pci=pci,
-            host_netdev=host,
-            rdma=vf.rdma,
-            conflist=conflist(rail, pci, ipv6, rdma, cni_version, mtu, guid),
-            vf_before=asdict(recording.vf_table(lab.dir, rail.pf_netdev)[vf.index]),
-            capability_args=caps,
-            host_mac=str(before.get("address", "")),
-            host_mtu=int(str(before.get("mtu", 0))),
-        )
-        pod.nics.append(nic)
-        save(lab, pod)
-        say(
-            f"ADD {nic.ifname}: rail {rail.number} ({rail.kind}) VF {pci} {host} "
-            f"[{', '.join(p['type'] for p in nic.conflist['plugins'])}]"
-        )
-        started = time.monotonic()
-        try:
-            nic.result = rt.add(nic.conflist, pod.attachment(nic))
-        except (PluginError, OSError) as exc:
-            say(f"ADD {nic.ifname} failed: {exc}")
-            if isinstance(exc, PluginError) and exc.stderr.strip():
-                say(exc.stderr.strip().splitlines()[-1])
-            for problem in detach(lab, pod, say):
-                say(f"rollback: {problem}")
-            raise
-        save(lab, pod)
-        say(f"ADD {nic.ifname} done in {time.monotonic() - started:.2f}s")
+    try:
+        for i, rail in enumerate(lab.rails[:nics], start=1):
+            pci = pick_vf(lab, rail)
+            _, vf = lab.vf(pci)
+            host = lab.netdev_of(pci) or vf.netdev
+            [before] = ip_json(["link", "show", "dev", host]) or [{}]
+            guid = ib_guids and rail.kind == "ib"
+            caps = {"infinibandGUID": ib_guid(lab, rail, vf.index)} if guid else {}
+            vf_before = recording.vf_table(lab.dir, rail.pf_netdev)[vf.index]
+            nic = Nic(
+                ifname=f"net{i}",
+                rail=rail.number,
+                kind=rail.kind,
+                pci=pci,
+                host_netdev=host,
+                rdma=vf.rdma,
+                conflist=conflist(rail, pci, ipv6, rdma, cni_version, mtu, guid),
+                vf_before=asdict(vf_before),
+                capability_args=caps,
+                host_mac=str(before.get("address", "")),
+                host_mtu=int(str(before.get("mtu", 0))),
+            )
+            pod.nics.append(nic)
+            save(lab, pod)
+            plugins = ", ".join(p["type"] for p in nic.conflist["plugins"])
+            say(
+                f"ADD {nic.ifname}: rail {rail.number} ({rail.kind}) VF {pci} "
+                f"{host} [{plugins}]"
+            )
+            started = time.monotonic()
+            try:
+                nic.result = rt.add(nic.conflist, pod.attachment(nic))
+            except (PluginError, OSError) as exc:
+                say(f"ADD {nic.ifname} failed: {exc}")
+                if isinstance(exc, PluginError) and exc.stderr.strip():
+                    say(exc.stderr.strip().splitlines()[-1])
+                raise
+            save(lab, pod)
+            say(f"ADD {nic.ifname} done in {time.monotonic() - started:.2f}s")
+    except BaseException:
+        # Whatever failed (a plugin, a lookup, an interrupt), the NICs added so
+        # far are DELeted; the pod's record stays only if that DEL has problems.
+        for problem in detach(lab, pod, say):
+            say(f"rollback: {problem}")
+        raise
 
 
 def ib_guid(lab: Lab, rail: RailSpec, vf_index: int) -> str:

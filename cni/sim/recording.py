@@ -55,10 +55,12 @@ from cni.kernel import (
 )
 from cni.sim.lab import (
     PREFIX,
+    SYS_DIR,
     LabError,
     Manifest,
     netns_identity,
     run_ip,
+    veth_peer_name,
 )
 from cni.sim.pci_tree import PciTree
 
@@ -424,7 +426,7 @@ class RecordingVfOps(_Recorder):
             st["next_rebind"] = n + 1
             new_name = f"{PREFIX}{st['lab_id']}ib{n}"
             new_peer = f"ib{n}"
-            tree = PciTree(self.lab / "sys")
+            tree = PciTree(self.lab / SYS_DIR)
             run_ip(
                 ["link", "del", "dev", port["peer"]],
                 netns=port["fabric_netns"],
@@ -584,6 +586,54 @@ def vf_table(lab_dir: Path | str, pf: str) -> dict[int, VfInfo]:
     with _locked(lab_dir) as st:
         vfs = st["pfs"][pf]["vfs"]
         return {int(k): VfInfo(**v) for k, v in vfs.items()}
+
+
+def renumber_rdma(lab_dir: Path | str, pci: str, new_name: str) -> str:
+    """Give the RDMA device of function ``pci`` the name ``new_name``; the old name.
+
+    What a driver rebind may do on real hardware (``mlx5_4`` comes back as
+    ``mlx5_104``): the device keeps its recorded netns, the fake tree's
+    ``infiniband/`` entry follows. Not journaled: it is the kernel's doing, not
+    a call through the seam.
+    """
+    if not new_name or "/" in new_name or len(new_name) > 63:
+        raise ValueError(f"bad RDMA device name {new_name!r}")
+    with _locked(lab_dir) as st:
+        devices = st.get("rdma", {})
+        old = next((n for n, d in devices.items() if d["pci"] == pci), None)
+        if old is None:
+            raise DeviceNotFound(f"no RDMA device of {pci} on the simulated host")
+        if new_name != old:
+            if new_name in devices:
+                raise ValueError(f"RDMA device name {new_name} is taken")
+            devices[new_name] = devices.pop(old)
+            # Under the lock, so a reader never sees the state and tree differ.
+            tree = PciTree(Path(lab_dir) / SYS_DIR)
+            tree.remove_rdma(pci, old)
+            tree.rdma(pci, new_name)
+    return old
+
+
+def host_netdev(lab_dir: Path | str, pci: str) -> str | None:
+    """The VF's netdev in the host netns, found as sysfs would: by the device.
+
+    The stand-in is the veth whose other end is the VF's bridge port in the
+    fabric netns (``ports`` in the state; a rebind replaces it). When found, the
+    fake tree's ``net/`` entry is re-synced to its current name: real sysfs
+    follows renames, plain files do not. None when the stand-in is not in the
+    host netns (in a pod) or does not exist (unbound).
+    """
+    with _locked(lab_dir) as st:
+        # Under the lock: a concurrent rebind cannot swap the port meanwhile.
+        port = st.get("ports", {}).get(pci)
+        if port is None:
+            return None
+        name = veth_peer_name(port["fabric_netns"], port["peer"])
+        if name is not None:
+            tree = PciTree(Path(lab_dir) / SYS_DIR)
+            if tree.netdevs(pci) != [name]:
+                tree.set_netdev(pci, name)
+        return name
 
 
 def _conforms(vf: RecordingVfOps, rdma: RecordingRdmaOps) -> tuple[VfOps, RdmaOps]:

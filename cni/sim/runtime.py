@@ -10,8 +10,9 @@ environment variables and the config on stdin; their stdout is the result or a
 CNI error, which becomes ``PluginError``.
 
 ``plugin_bin_dir()`` supplies the plugins under their CNI type names (``sriov``,
-``ib-sriov``, ``rdma``): links to this venv's ``railyard-*`` scripts, or
-``/opt/cni/bin`` when only the packaged install exists.
+``ib-sriov``, ``rdma``, and the IPAM-only ``railyard-ipam``): links to this
+venv's ``railyard-*`` scripts, or ``/opt/cni/bin`` when only the packaged
+install exists.
 
 Imports: standard library only.
 """
@@ -28,12 +29,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-# CNI type name -> console script of this project.
+# CNI type name -> console script of this project, as the packaged bin dir has
+# them. No "railyard": ipam types "railyard"/"spiderpool" are served in-process
+# by our plugins (cni.ipam.choose), never exec'd; "railyard-ipam" is the
+# IPAM-only binary that other main plugins (macvlan, host-device) exec.
 PLUGINS = {
     "sriov": "railyard-sriov",
     "ib-sriov": "railyard-ib-sriov",
     "rdma": "railyard-rdma",
-    "railyard": "railyard-ipam",
+    "railyard-ipam": "railyard-ipam",
 }
 INSTALLED_BIN = Path("/opt/cni/bin")
 DEBIAN_BIN = Path("/usr/lib/cni")
@@ -87,7 +91,7 @@ def venv_scripts_dir() -> Path | None:
 
 
 def plugin_bin_dir(work_dir: Path | str) -> Path:
-    """A CNI bin dir where ``sriov``/``ib-sriov``/``rdma`` are this project's.
+    """A CNI bin dir where ``sriov``/``ib-sriov``/``rdma``/``railyard-ipam`` are ours.
 
     Links to the venv's ``railyard-*`` scripts are made in ``<work_dir>/cni-bin``
     (the code of this checkout); without a venv script, the packaged
@@ -102,6 +106,10 @@ def plugin_bin_dir(work_dir: Path | str) -> Path:
         )
     out = Path(work_dir) / "cni-bin"
     out.mkdir(parents=True, exist_ok=True)
+    for stale in out.iterdir():
+        # A link an older version made (e.g. "railyard") must not stay exec'able.
+        if stale.is_symlink() and stale.name not in PLUGINS:
+            stale.unlink()
     for cni_type, script in PLUGINS.items():
         target = scripts / script
         link = out / cni_type

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +41,21 @@ class CacheRecord:
     network: str
     path: Path
     data: dict[str, Any]
+
+
+def _create_temp(directory: Path, name: str) -> tuple[int, Path]:
+    """A new 0600 file ``.<name>.<random>.tmp`` beside the record, opened for writing.
+
+    What ``tempfile.mkstemp`` does, without importing tempfile (it pulls in
+    shutil, random, bz2 and lzma: ~8 ms on every plugin start).
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
+    while True:
+        tmp = directory / f".{name}.{os.urandom(6).hex()}.tmp"
+        try:
+            return os.open(tmp, flags, 0o600), tmp
+        except FileExistsError:
+            continue
 
 
 def _fsync_dir(path: Path) -> None:
@@ -91,11 +105,9 @@ class StateCache:
         final = self.path(container_id, ifname)
         try:
             self._ensure_dir()
-            fd, tmp = tempfile.mkstemp(
-                prefix=f".{final.name}.", suffix=".tmp", dir=self.dir
-            )
+            fd, tmp = _create_temp(self.dir, final.name)
             try:
-                with os.fdopen(fd, "wb") as f:  # mkstemp creates 0600
+                with os.fdopen(fd, "wb") as f:
                     f.write(payload)
                     f.flush()
                     os.fsync(f.fileno())

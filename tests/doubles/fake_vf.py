@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from typing import Any
 
 from cni.kernel import VfInfo, VfOps
 
@@ -20,7 +21,7 @@ class FakeVfOps:
     fail: dict[str, Exception] = field(default_factory=dict)
     journal: list[str] = field(default_factory=list)
 
-    def _set(self, op: str, pf: str, vf: int, **changes: object) -> None:
+    def _set(self, op: str, pf: str, vf: int, **changes: Any) -> None:
         self.journal.append(op)
         if op in self.fail:
             raise self.fail.pop(op)

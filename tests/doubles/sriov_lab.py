@@ -1,12 +1,15 @@
 # SPDX-License-Identifier: Apache-2.0
-"""A sriov test harness on the simulated host: a Lab, pods, netconfs, read-backs.
+"""The VF plugins' test harness on the simulated host: a Lab, pods, netconfs,
+read-backs.
 
-Used by the sriov kernel/integration tests and the benchmark. ``Harness``
-owns one ``cni.sim.lab.Lab`` (veth VFs, fabric netns with gateways, fake PCI
-tree), a tmp state dir and a ``FakeIpam`` holding the lab's pools; ``deps()``
-builds the production dependencies for the lab (``RAILYARD_SIM_ROOT``), with
-optional ``FaultProxy`` wrappers. Every pod netns is a lab netns, so
-``Lab.down()`` removes it whatever the test did.
+Used by the sriov, ib-sriov and rdma kernel/integration tests and the
+benchmark. ``Harness`` owns one ``cni.sim.lab.Lab`` (veth VFs - IPoIB ones on
+IB rails -, fabric netns with gateways, fake PCI tree with RDMA devices), a
+tmp state dir and a ``FakeIpam`` holding the lab's pools; ``deps()`` builds
+the production dependencies for the lab (``RAILYARD_SIM_ROOT``), with
+optional ``FaultProxy`` wrappers or another ``VfOps`` (``tests.doubles.
+sim_faults``). Every pod netns is a lab netns, so ``Lab.down()`` removes it
+whatever the test did.
 """
 
 from __future__ import annotations
@@ -21,11 +24,13 @@ from typing import Any
 
 from cni.deps import Deps, real_deps
 from cni.sim.lab import Lab, RailSpec, VfSpec, ip_json
+from cni.sim.recording import RecordingVfOps
 from cni.skel import CmdArgs
 from tests.doubles.fake_ipam import FakeIpam, FakePool
 from tests.doubles.faults import FaultProxy
 
 CNI_PATH = "/usr/lib/cni"
+GUID = "02:00:00:00:00:00:00:11"
 
 
 class Harness:
@@ -46,11 +51,17 @@ class Harness:
         self._pods = 0
         self.links: FaultProxy | None = None
         self.probes: FaultProxy | None = None
+        self.extra_env: dict[str, str] = {"RAILYARD_IB_REBIND_TIMEOUT": "10"}
 
     @classmethod
     @contextmanager
-    def up(cls, root: Path, rails: int = 1, vfs_per_pf: int = 2) -> Iterator[Harness]:
-        with Lab.up(root / "lab", rails=rails, vfs_per_pf=vfs_per_pf) as lab:
+    def up(
+        cls, root: Path, rails: int = 1, vfs_per_pf: int = 2, ib_rails: int = 0
+    ) -> Iterator[Harness]:
+        """``rails`` RoCE rails, then ``ib_rails`` InfiniBand ones."""
+        with Lab.up(
+            root / "lab", rails=rails, vfs_per_pf=vfs_per_pf, ib_rails=ib_rails
+        ) as lab:
             yield cls(lab, root)
 
     # --------------------------------------------------------------- env
@@ -62,11 +73,15 @@ class Harness:
             "RAILYARD_STATE_DIR": str(self.state_dir),
             "CNI_PATH": CNI_PATH,
             "RAILYARD_NODE_NAME": "node1",
+            **self.extra_env,
         }
 
-    def deps(self, faulty: bool = False) -> Deps:
-        """Real deps for the lab; with ``faulty`` the links/probes are proxied."""
+    def deps(self, *, faulty: bool = False, vf: RecordingVfOps | None = None) -> Deps:
+        """Real deps for the lab; with ``faulty`` the links/probes are proxied,
+        with ``vf`` the PF-side ops are that double."""
         deps = real_deps(self.env)
+        if vf is not None:
+            deps = dataclasses.replace(deps, vf=vf)
         if not faulty:
             return deps
         self.links = FaultProxy(deps.links)
@@ -86,6 +101,13 @@ class Harness:
     def vf(self, rail: int = 1, index: int = 0) -> VfSpec:
         return self.lab.rail(rail).vfs[index]
 
+    def ib_rail(self, n: int = 1) -> RailSpec:
+        """The ``n``-th InfiniBand rail."""
+        return [r for r in self.lab.rails if r.kind == "ib"][n - 1]
+
+    def roce_rail(self, n: int = 1) -> RailSpec:
+        return [r for r in self.lab.rails if r.kind == "roce"][n - 1]
+
     # ----------------------------------------------------------- configs
 
     def conf(
@@ -102,6 +124,20 @@ class Harness:
             "deviceID": r.vfs[index].pci,
             "ipam": ipam,
         }
+        out.update(extra)
+        return out
+
+    def ib_conf(
+        self, vf: VfSpec, rail: RailSpec, ipam: bool = True, **extra: Any
+    ) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "cniVersion": "1.0.0",
+            "name": f"ib{rail.number}",
+            "type": "ib-sriov",
+            "deviceID": vf.pci,
+        }
+        if ipam:
+            out["ipam"] = {"type": "railyard", "default_ipv4_ippool": [rail.pool_v4]}
         out.update(extra)
         return out
 
@@ -129,6 +165,28 @@ class Harness:
     def ipam_factory(self, netconf: Any, env: Any) -> FakeIpam | None:
         return self.ipam if netconf.get("ipam") else None
 
+    # ------------------------------------------------------- read-backs
+
+    def guids(self, rail: RailSpec, vf: VfSpec) -> tuple[str | None, str | None]:
+        """The VF's (node, port) GUID on its PF, from the recording state."""
+        info = RecordingVfOps(self.lab.dir).get_vf(rail.pf_netdev, vf.index)
+        return info.node_guid, info.port_guid
+
+    def state_files(self) -> list[str]:
+        """Every record left under the state dir.
+
+        Locks and ``home/`` are excluded: they describe devices, not pods
+        (``cni.attach.allocation.HomeNames``: a VF's last host name, needed
+        here because the plain-file tree does not follow renames).
+        """
+        if not self.state_dir.exists():
+            return []
+        return sorted(
+            str(p.relative_to(self.state_dir))
+            for p in self.state_dir.rglob("*")
+            if p.is_file() and p.parent.name not in ("locks", "home")
+        )
+
 
 # ------------------------------------------------------------ read-backs
 
@@ -143,6 +201,16 @@ def link(name: str, netns: str | None = None) -> dict[str, Any] | None:
         ["-d", "link", "show", "dev", name], netns=netns_name(netns) if netns else None
     )
     return out[0] if out else None  # type: ignore[return-value]
+
+
+def host_links() -> list[str]:
+    return [str(x["ifname"]) for x in ip_json(["link", "show"])]
+
+
+def pod_links(netns: str) -> list[str]:
+    return [
+        str(x["ifname"]) for x in ip_json(["link", "show"], netns=netns_name(netns))
+    ]
 
 
 def addresses(name: str, netns: str) -> list[str]:
@@ -168,6 +236,4 @@ def routes(netns: str, table: str, family: str = "-4") -> list[dict[str, Any]]:
 
 def vf_table(lab: Lab, pf: str, vf: int) -> dict[str, Any]:
     """The recorded PF-side VF entry (what ``ip link show <pf>`` would list)."""
-    from cni.sim.recording import RecordingVfOps
-
     return dataclasses.asdict(RecordingVfOps(lab.dir).get_vf(pf, vf))

@@ -40,15 +40,19 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from cni.attach.detection import DetectionPolicy
+from cni.attach.ipam_glue import ipam_request, to_result
 from cni.attach.lifecycle import (
+    RELEASE_PENDING,
     AttachContext,
     AttachSpec,
     DetachRequest,
+    ReleasePending,
     RoutingPolicy,
     attach,
     check,
     detach,
     gc,
+    remember_home,
     store_for,
 )
 from cni.attach.netdev import rename_in_host
@@ -57,7 +61,6 @@ from cni.errors import CHECK_FAILED, DEVICE_ERROR, STATUS_UNAVAILABLE, CniError
 from cni.ipam import IpamClient
 from cni.kernel import KernelError, Timeout
 from cni.plugins.ib_sriov.config import IbConf, load_conf
-from cni.plugins.sriov.commands import ipam_request, to_result
 from cni.skel import CmdArgs, PluginFuncs
 from cni.state.cache import StateCache
 from cni.state.locks import Locks
@@ -205,19 +208,8 @@ def restore_guid(deps: Deps, rec: Mapping[str, Any], timeout: float) -> None:
     if original and name != original:
         rename_in_host(deps.links, deps.netns, name, str(original))
         log.info("VF %s netdev renamed back from %s to %s", pci, name, original)
-        if deps.simulated:
-            _sim_tree_follows_rename(deps, pci, str(original))
-
-
-def _sim_tree_follows_rename(deps: Deps, pci: str, name: str) -> None:
-    """Simulated host only: make the fake PCI tree show the renamed netdev.
-
-    Real sysfs follows a rename by itself; the lab's plain-file tree cannot, so
-    this does what the kernel would. Never runs on a real host.
-    """
-    from cni.sim.pci_tree import PciTree
-
-    PciTree(deps.sysfs.root).set_netdev(pci, name)
+        # The next ADD finds it by this name even where sysfs lags the rename.
+        remember_home(deps, pci, str(original))
 
 
 class GuidHook:
@@ -294,14 +286,9 @@ class GuidHook:
             link = deps.links.get(name)
             st.host_ifname, st.host_ifindex, st.orig_mac = name, link.index, link.mac
             if rdma_dev and st.rdma_device and rdma_dev != st.rdma_device:
-                # The kernel numbered the recreated RDMA device anew.
-                log.warning(
-                    "VF %s RDMA device is now %s (was %s)",
-                    st.pci,
-                    rdma_dev,
-                    st.rdma_device,
-                )
-                st.rdma_device = rdma_dev
+                # The kernel numbered the recreated RDMA device anew; the
+                # lifecycle resolves it again after the hooks, before moving it.
+                log.info("VF %s RDMA device is now %s", st.pci, rdma_dev)
         ctx.save()
 
     def _undo(self, deps: Deps, records: StateCache, rec: Mapping[str, Any]) -> None:
@@ -322,7 +309,7 @@ def attach_spec(args: CmdArgs, conf: IbConf) -> AttachSpec:
         pci=conf.device_id,
         pf_settings=PfSettings(link_state=conf.link_state),
         mtu=conf.mtu,
-        ipam_request=ipam_request(args, conf),  # type: ignore[arg-type]
+        ipam_request=ipam_request(args, conf),
         ipam_type=conf.ipam_type,
         ipam_conf=dict(conf.ipam),
         detection=DetectionPolicy(
@@ -362,10 +349,11 @@ def _finish_guid(deps: Deps, cid: str, ifname: str, timeout: float) -> None:
     rec = records.load(cid, ifname)
     if rec is None:
         return
-    if store_for(deps, PLUGIN).load(cid, ifname) is not None:
+    st = store_for(deps, PLUGIN).load(cid, ifname)
+    if st is not None and st.stage != RELEASE_PENDING:
         # The shared DEL kept the VF record: the netdev is not home yet (netns
         # unknown), so a rebind now would pull it out of a live pod. GC or a
-        # later DEL finishes.
+        # later DEL finishes. (A release-pending record's VF is home.)
         log.warning("VF %s not back yet; its GUID is restored later", rec["pci"])
         return
     try:
@@ -387,9 +375,16 @@ def delete(args: CmdArgs, conf: IbConf, deps: Deps, ipam: IpamClient | None) -> 
     if not pci:
         detach(deps, req, ipam)  # nothing recorded: releases the address only
         return
+    timeout = rebind_timeout(args.env)
     with Locks(deps.state_dir).lock(pf_lock_key(deps, pci)):
-        detach(deps, req, ipam)
-        _finish_guid(deps, args.container_id, args.ifname, rebind_timeout(args.env))
+        try:
+            detach(deps, req, ipam)
+        except ReleasePending:
+            # The VF is home, only ipamd was out of reach: its GUID goes back
+            # now; the retried DEL (or GC) only releases the address.
+            _finish_guid(deps, args.container_id, args.ifname, timeout)
+            raise
+        _finish_guid(deps, args.container_id, args.ifname, timeout)
 
 
 def cmd_del(

@@ -75,7 +75,7 @@ class IbConf:
     def name(self) -> str:
         return self.base.name
 
-    # The three below let the shared sriov glue (``ipam_request``) read us.
+    # The three below (and ``name``) make us a ``cni.attach.ipam_glue.IpamConf``.
     @property
     def ipam(self) -> dict[str, Any]:
         return self.base.ipam

@@ -1,23 +1,26 @@
 # SPDX-License-Identifier: Apache-2.0
-"""``railyard-ipam``: the CNI IPAM plugin backed by ipamd, as small as a Go main.
+"""``railyard-ipam``: the CNI entry point, as small as a Go main.
 
-Imports only skel and the light command module: VERSION and config errors
-never load grpc (it comes with the client, inside ``commands``' factory).
+skel gets a factory, not the command module: VERSION (which podman runs before
+every ADD and DEL) and env/stdin errors are answered before ``commands`` (and
+with it cni.attach / cni.kernel) is imported.
 """
 
 from __future__ import annotations
 
 from cni._version import VERSION
-from cni.plugins.ipam import commands
+from cni.skel import PluginFuncs
 from cni.skel import main as run
 
 
+def _funcs() -> PluginFuncs:
+    from cni.plugins.ipam import commands
+
+    return commands.plugin_funcs()
+
+
 def main() -> None:
-    run(
-        commands.plugin_funcs(),
-        about=f"railyard ipam {VERSION}",
-        plugin_name="railyard-ipam",
-    )
+    run(_funcs, about=f"railyard ipam {VERSION}", plugin_name="railyard-ipam")
 
 
 if __name__ == "__main__":

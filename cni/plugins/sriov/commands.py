@@ -11,16 +11,14 @@ Module-level imports: standard library and cni's light modules only.
 
 from __future__ import annotations
 
-import ipaddress
 import logging
-import socket
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from cni.attach.detection import DetectionPolicy
+from cni.attach.ipam_glue import ipam_request, to_result
 from cni.attach.lifecycle import (
-    Attached,
     AttachSpec,
     DetachRequest,
     RoutingPolicy,
@@ -31,10 +29,10 @@ from cni.attach.lifecycle import (
 )
 from cni.attach.pf import PfSettings
 from cni.errors import CHECK_FAILED, DEVICE_ERROR, CniError
-from cni.ipam import IpamClient, IpamRequest
+from cni.ipam import IpamClient
 from cni.plugins.sriov.config import NetConf, load_conf
 from cni.skel import CmdArgs, PluginFuncs
-from cni.types import DNS, Interface, IPConfig, Result, Route
+from cni.types import Result
 
 if TYPE_CHECKING:
     from cni.deps import Deps
@@ -42,7 +40,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PLUGIN = "sriov"
-NODE_NAME_ENV = "RAILYARD_NODE_NAME"
 
 IpamFactory = Callable[[Mapping[str, Any], Mapping[str, str]], "IpamClient | None"]
 
@@ -71,34 +68,6 @@ def _resources(
 
 
 # --------------------------------------------------------------------- ADD
-
-
-def _pools(ipam: Mapping[str, Any], key: str) -> tuple[str, ...]:
-    value = ipam.get(key) or []
-    if isinstance(value, str):
-        return (value,)
-    return tuple(v for v in value if isinstance(v, str))
-
-
-def ipam_request(args: CmdArgs, nc: NetConf) -> IpamRequest | None:
-    if not nc.ipam_type:
-        return None
-    from cni.args import requested_ips
-
-    cni_args = args.cni_args
-    return IpamRequest(
-        network=nc.name,
-        container_id=args.container_id,
-        ifname=args.ifname,
-        netns=args.netns,
-        pod_namespace=cni_args.k8s_pod_namespace,
-        pod_name=cni_args.k8s_pod_name,
-        pod_uid=cni_args.k8s_pod_uid,
-        node_name=args.env.get(NODE_NAME_ENV) or socket.gethostname(),
-        ipv4_pools=_pools(nc.ipam, "default_ipv4_ippool"),
-        ipv6_pools=_pools(nc.ipam, "default_ipv6_ippool"),
-        requested_ips=requested_ips(nc.raw, cni_args),
-    )
 
 
 def attach_spec(args: CmdArgs, nc: NetConf) -> AttachSpec:
@@ -137,35 +106,6 @@ def attach_spec(args: CmdArgs, nc: NetConf) -> AttachSpec:
             default_route_nic=nc.pod_default_route_nic,
         ),
         rdma_isolation=nc.rdma_isolation,
-    )
-
-
-def to_result(att: Attached, cni_version: str) -> Result:
-    """The ADD result: the pod interface, its addresses and the IPAM routes."""
-    iface = Interface(
-        name=att.ifname, mac=att.mac, mtu=att.mtu, sandbox=att.sandbox, pci_id=att.pci
-    )
-    ips = [
-        IPConfig(
-            address=ipaddress.ip_interface(ip.address),
-            gateway=ipaddress.ip_address(ip.gateway) if ip.gateway else None,
-            interface=0,
-        )
-        for ip in att.ips
-    ]
-    routes = [
-        Route(
-            dst=ipaddress.ip_network(r.dst, strict=False),
-            gw=ipaddress.ip_address(r.gw) if r.gw else None,
-        )
-        for r in att.routes
-    ]
-    return Result(
-        cni_version=cni_version,
-        interfaces=[iface],
-        ips=ips,
-        routes=routes,
-        dns=DNS.from_json(att.dns or None),
     )
 
 

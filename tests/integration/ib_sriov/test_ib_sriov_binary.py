@@ -18,7 +18,8 @@ import pytest
 
 from cni.sim.recording import Journal, rdma_location
 from cni.state.locks import Locks
-from tests.integration.ib_sriov.ib_lab import GUID, IbHarness, host_link, pod_links
+from tests.doubles.sriov_lab import GUID, Harness, pod_links
+from tests.doubles.sriov_lab import link as host_link
 
 pytestmark = pytest.mark.integration
 
@@ -26,13 +27,13 @@ BINARY = Path(sys.executable).parent / "railyard-ib-sriov"
 
 
 @pytest.fixture
-def h(tmp_path: Path) -> Iterator[IbHarness]:
-    with IbHarness.up(tmp_path, rails=1, ib_rails=2) as harness:
+def h(tmp_path: Path) -> Iterator[Harness]:
+    with Harness.up(tmp_path, rails=1, ib_rails=2) as harness:
         yield harness
 
 
 def start(
-    h: IbHarness, command: str, conf: dict[str, Any], netns: str, cid: str
+    h: Harness, command: str, conf: dict[str, Any], netns: str, cid: str
 ) -> subprocess.Popen[str]:
     env = {
         **h.env,
@@ -64,7 +65,7 @@ def finish(proc: subprocess.Popen[str], timeout: float = 30) -> dict[str, Any]:
     return json.loads(out) if out.strip() else {}
 
 
-def test_binary_add_and_del_with_guid_and_rdma_isolation(h: IbHarness) -> None:
+def test_binary_add_and_del_with_guid_and_rdma_isolation(h: Harness) -> None:
     rail = h.ib_rail(1)
     vf = rail.vfs[0]
     pod = h.pod()
@@ -84,7 +85,7 @@ def test_binary_add_and_del_with_guid_and_rdma_isolation(h: IbHarness) -> None:
 
 
 def test_a_rebind_in_flight_on_one_pf_blocks_its_vfs_but_not_another_pf(
-    h: IbHarness,
+    h: Harness,
 ) -> None:
     pf_a, pf_b = h.ib_rail(1), h.ib_rail(2)
     pod_a, pod_b = h.pod(), h.pod()

@@ -16,15 +16,16 @@ import pytest
 from cni.errors import CniError
 from cni.ipam import IpamError
 from cni.plugins.ib_sriov import commands
-from cni.sim.recording import Journal, rdma_location, set_netns_mode
-from cni.state.cache import StateCache
-from tests.integration.ib_sriov.ib_lab import (
-    GUID,
-    IbHarness,
-    UnbindOnlyVfOps,
-    host_link,
-    pod_links,
+from cni.sim.recording import (
+    Journal,
+    RecordingVfOps,
+    rdma_location,
+    set_netns_mode,
 )
+from cni.state.cache import StateCache
+from tests.doubles.sim_faults import UnbindOnlyVfOps
+from tests.doubles.sriov_lab import GUID, Harness, host_links, pod_links
+from tests.doubles.sriov_lab import link as host_link
 
 pytestmark = pytest.mark.kernel
 
@@ -32,29 +33,42 @@ ALL_F = "ff:ff:ff:ff:ff:ff:ff:ff"
 
 
 @pytest.fixture
-def h(tmp_path: Path) -> Iterator[IbHarness]:
-    with IbHarness.up(tmp_path, rails=1, ib_rails=1) as harness:
+def h(tmp_path: Path) -> Iterator[Harness]:
+    with Harness.up(tmp_path, rails=1, ib_rails=1) as harness:
         yield harness
 
 
 def add(
-    h: IbHarness, conf: dict, netns: str, vf_ops: object = None, cid: str = "c1"
+    h: Harness,
+    conf: dict,
+    netns: str,
+    vf_ops: RecordingVfOps | None = None,
+    cid: str = "c1",
 ) -> object:
     return commands.cmd_add(
-        h.args("ADD", conf, netns, cid=cid),
-        deps=h.deps(vf_ops),
+        h.args("ADD", conf, netns, container_id=cid),
+        deps=h.deps(vf=vf_ops),
         ipam_factory=h.ipam_factory,
     )  # type: ignore[arg-type]
 
 
-def delete(h: IbHarness, conf: dict, netns: str, cid: str = "c1") -> None:
+def delete(h: Harness, conf: dict, netns: str, cid: str = "c1") -> None:
     commands.cmd_del(
-        h.args("DEL", conf, netns, cid=cid), deps=h.deps(), ipam_factory=h.ipam_factory
+        h.args("DEL", conf, netns, container_id=cid),
+        deps=h.deps(),
+        ipam_factory=h.ipam_factory,
     )
 
 
+def assert_home(h: Harness, name: str) -> None:
+    """The VF stand-in is in the host as ``name``, and no rebind-named one is."""
+    assert host_link(name) is not None
+    rebound = f"{h.lab.prefix}ib"
+    assert [n for n in host_links() if n.startswith(rebound)] == []
+
+
 def test_guid_is_set_the_renamed_netdev_moves_and_del_restores_everything(
-    h: IbHarness,
+    h: Harness,
 ) -> None:
     rail, vf = h.ib_rail(), h.ib_rail().vfs[0]
     orig_guids = h.guids(rail, vf)
@@ -89,15 +103,14 @@ def test_guid_is_set_the_renamed_netdev_moves_and_del_restores_everything(
 
     delete(h, conf, pod)
     assert h.guids(rail, vf) == orig_guids
-    assert host_link(vf.netdev) is not None  # back under its original name
-    assert h.lab.netdev_of(vf.pci) == vf.netdev
+    assert_home(h, vf.netdev)  # back under its original name
     assert pod_links(pod) == ["lo"]
     assert rdma_location(h.lab.dir, vf.rdma) is None
     assert h.state_files() == []
     delete(h, conf, pod)  # a second DEL succeeds
 
 
-def test_del_restores_all_f_when_the_original_guid_was_zero(h: IbHarness) -> None:
+def test_del_restores_all_f_when_the_original_guid_was_zero(h: Harness) -> None:
     rail, vf = h.ib_rail(), h.ib_rail().vfs[1]
     from cni.sim.recording import RecordingVfOps
 
@@ -114,7 +127,7 @@ def test_del_restores_all_f_when_the_original_guid_was_zero(h: IbHarness) -> Non
 
 
 def test_timeout_waiting_for_the_netdev_rolls_the_add_back_and_says_so(
-    h: IbHarness,
+    h: Harness,
 ) -> None:
     rail, vf = h.ib_rail(), h.ib_rail().vfs[0]
     orig_guids = h.guids(rail, vf)
@@ -136,14 +149,13 @@ def test_timeout_waiting_for_the_netdev_rolls_the_add_back_and_says_so(
     # Rolled back: GUID restored (its undo rebinds, for real this time), the
     # netdev home under its original name, nothing in the pod, no records.
     assert h.guids(rail, vf) == orig_guids
-    assert host_link(vf.netdev) is not None
-    assert h.lab.netdev_of(vf.pci) == vf.netdev
+    assert_home(h, vf.netdev)
     assert pod_links(pod) == ["lo"]
     assert rdma_location(h.lab.dir, vf.rdma) is None
     assert h.state_files() == []
 
 
-def test_rdma_isolation_rollback_when_address_allocation_fails(h: IbHarness) -> None:
+def test_rdma_isolation_rollback_when_address_allocation_fails(h: Harness) -> None:
     rail, vf = h.ib_rail(), h.ib_rail().vfs[0]
     orig_guids = h.guids(rail, vf)
     h.ipam.fail_allocate = IpamError(101, "pool gpu2-net12 is exhausted")
@@ -155,13 +167,13 @@ def test_rdma_isolation_rollback_when_address_allocation_fails(h: IbHarness) -> 
         add(h, conf, pod)
     assert rdma_location(h.lab.dir, vf.rdma) is None  # moved back
     assert pod_links(pod) == ["lo"]
-    assert host_link(vf.netdev) is not None and h.lab.netdev_of(vf.pci) == vf.netdev
+    assert_home(h, vf.netdev)
     assert h.guids(rail, vf) == orig_guids
     assert h.ipam.addresses_of("c1", "net1") == []
     assert h.state_files() == []
 
 
-def test_rdma_isolation_in_shared_mode_changes_nothing(h: IbHarness) -> None:
+def test_rdma_isolation_in_shared_mode_changes_nothing(h: Harness) -> None:
     rail, vf = h.ib_rail(), h.ib_rail().vfs[0]
     set_netns_mode(h.lab.dir, "shared")
     pod = h.pod()
@@ -178,7 +190,7 @@ def test_rdma_isolation_in_shared_mode_changes_nothing(h: IbHarness) -> None:
 
 
 def test_without_a_guid_there_is_no_rebind_and_the_name_is_kept(
-    h: IbHarness,
+    h: Harness,
 ) -> None:
     rail, vf = h.ib_rail(), h.ib_rail().vfs[0]
     pod = h.pod()
@@ -193,7 +205,7 @@ def test_without_a_guid_there_is_no_rebind_and_the_name_is_kept(
     assert h.state_files() == []
 
 
-def test_netns_gone_before_del_still_restores_guid_and_name(h: IbHarness) -> None:
+def test_netns_gone_before_del_still_restores_guid_and_name(h: Harness) -> None:
     rail, vf = h.ib_rail(), h.ib_rail().vfs[0]
     orig_guids = h.guids(rail, vf)
     pod = h.pod()
@@ -210,7 +222,7 @@ def test_netns_gone_before_del_still_restores_guid_and_name(h: IbHarness) -> Non
 
 
 def test_check_passes_then_fails_when_the_rdma_device_left_the_pod(
-    h: IbHarness,
+    h: Harness,
 ) -> None:
     rail, vf = h.ib_rail(), h.ib_rail().vfs[0]
     pod = h.pod()
@@ -231,7 +243,7 @@ def test_check_passes_then_fails_when_the_rdma_device_left_the_pod(
 
 
 def test_gc_restores_guid_and_vf_of_attachments_the_runtime_dropped(
-    h: IbHarness,
+    h: Harness,
 ) -> None:
     rail = h.ib_rail()
     keep_vf, gone_vf = rail.vfs[0], rail.vfs[1]
@@ -265,7 +277,7 @@ def test_gc_restores_guid_and_vf_of_attachments_the_runtime_dropped(
 
 
 def test_a_del_whose_guid_restore_fails_keeps_the_record_and_a_retry_finishes(
-    h: IbHarness,
+    h: Harness,
 ) -> None:
     from cni.sim.recording import Faults
 
@@ -287,7 +299,7 @@ def test_a_del_whose_guid_restore_fails_keeps_the_record_and_a_retry_finishes(
 
 
 def test_a_retried_add_keeps_the_original_guid_an_earlier_add_recorded(
-    h: IbHarness,
+    h: Harness,
 ) -> None:
     """ib-sriov-cni #217: a retried ADD must not cache our GUID as the original."""
     from cni.sim.recording import RecordingVfOps
@@ -321,4 +333,100 @@ def test_a_retried_add_keeps_the_original_guid_an_earlier_add_recorded(
     assert (rec["orig_node_guid"], rec["orig_port_guid"]) == orig_guids
     delete(h, conf, pod)
     assert h.guids(rail, vf) == orig_guids
+    assert h.state_files() == []
+
+
+def test_the_vf_can_be_attached_again_after_del_renamed_it_back(
+    h: Harness,
+) -> None:
+    """The plain-file PCI tree keeps the rebind's name after DEL renamed the
+    netdev back (real sysfs follows renames): the next ADD still finds it."""
+    rail, vf = h.ib_rail(), h.ib_rail().vfs[0]
+    conf = h.ib_conf(vf, rail, runtimeConfig={"infinibandGUID": GUID})
+    for cid in ("c1", "c2"):
+        pod = h.pod()
+        add(h, conf, pod, cid=cid)
+        assert "net1" in pod_links(pod)
+        delete(h, conf, pod, cid=cid)
+        assert_home(h, vf.netdev)
+    assert Journal(h.lab.dir).ops().count("rebind") == 4
+    assert h.state_files() == []
+
+
+def test_del_with_ipamd_down_restores_guid_and_vf_and_the_retry_releases(
+    h: Harness,
+) -> None:
+    from cni.errors import TRY_AGAIN_LATER
+
+    rail, vf = h.ib_rail(), h.ib_rail().vfs[0]
+    orig_guids = h.guids(rail, vf)
+    pod = h.pod()
+    conf = h.ib_conf(
+        vf, rail, rdmaIsolation=True, runtimeConfig={"infinibandGUID": GUID}
+    )
+    add(h, conf, pod)
+    h.ipam.fail_release = IpamError(TRY_AGAIN_LATER, "ipamd is not reachable")
+    with pytest.raises(CniError) as info:
+        delete(h, conf, pod)
+    assert info.value.code == TRY_AGAIN_LATER
+    # Everything on the kernel side is back, without ipamd.
+    assert h.guids(rail, vf) == orig_guids
+    assert_home(h, vf.netdev)
+    assert rdma_location(h.lab.dir, vf.rdma) is None
+    assert h.state_files() == ["ib-sriov/c1-net1.json"]
+    h.ipam.fail_release = None
+    delete(h, conf, pod)
+    assert h.ipam.addresses_of("c1", "net1") == []
+    assert h.state_files() == []
+    assert Journal(h.lab.dir).ops().count("rebind") == 2  # no extra rebind
+
+
+def test_rdma_device_renumbered_by_the_guid_rebind_is_the_one_moved(
+    h: Harness,
+) -> None:
+    from tests.doubles.sim_faults import RenumberingVfOps
+
+    rail, vf = h.ib_rail(), h.ib_rail().vfs[0]
+    pod = h.pod()
+    conf = h.ib_conf(
+        vf, rail, rdmaIsolation=True, runtimeConfig={"infinibandGUID": GUID}
+    )
+    ops = RenumberingVfOps(h.lab.dir)
+    add(h, conf, pod, vf_ops=ops)
+    [(old, new)] = ops.renamed
+    assert old == vf.rdma
+    assert rdma_location(h.lab.dir, new) == pod
+    rec = StateCache(h.state_dir, "ib-sriov").load("c1", "net1")
+    assert rec is not None and rec["rdma_device"] == new
+    commands.cmd_del(
+        h.args("DEL", conf, pod), deps=h.deps(vf=ops), ipam_factory=h.ipam_factory
+    )
+    [_, (_, again)] = ops.renamed  # DEL's GUID rebind renumbers it once more
+    assert rdma_location(h.lab.dir, again) is None
+    assert_home(h, vf.netdev)
+    assert h.state_files() == []
+
+
+def test_netdev_recreated_by_the_rdma_move_home_gets_its_name_back(
+    h: Harness,
+) -> None:
+    import dataclasses
+
+    from tests.doubles.sim_faults import RecreatingRdmaOps
+
+    rail, vf = h.ib_rail(), h.ib_rail().vfs[0]
+    before = host_link(vf.netdev)
+    assert before is not None
+    pod = h.pod()
+    conf = h.ib_conf(vf, rail, rdmaIsolation=True, mtu=1400)
+    add(h, conf, pod)
+    rdma = RecreatingRdmaOps(h.lab.dir, {vf.rdma: vf.pci})
+    deps = dataclasses.replace(h.deps(), rdma=rdma)
+    commands.cmd_del(h.args("DEL", conf, pod), deps=deps, ipam_factory=h.ipam_factory)
+    assert rdma.recreated == [vf.rdma]
+    assert rdma_location(h.lab.dir, vf.rdma) is None
+    assert_home(h, vf.netdev)  # the recreated netdev, renamed back
+    after = host_link(vf.netdev)
+    assert after is not None and after["ifindex"] != before["ifindex"]
+    assert after["mtu"] == before["mtu"]
     assert h.state_files() == []

@@ -177,6 +177,57 @@ def test_pod_default_route_nic_puts_the_default_route_in_main(h: Harness) -> Non
     assert [(r["gateway"], r["dev"]) for r in main] == [("172.16.11.254", "net1")]
 
 
+def give_pod_an_eth0(pod: str) -> None:
+    """eth0 with 10.99.0.2/24 and the pod's default route via 10.99.0.1."""
+    ns = netns_name(pod)
+    for cmd in (
+        "link add eth0 type veth peer name eth0p",
+        "addr add 10.99.0.2/24 dev eth0",
+        "link set eth0p up",
+        "link set eth0 up",
+        "route add default via 10.99.0.1 dev eth0",
+    ):
+        subprocess.run(["ip", "-n", ns, *cmd.split()], check=True)
+
+
+def test_pod_default_route_nic_keeps_replies_from_eth0_on_eth0(h: Harness) -> None:
+    pod = h.pod()
+    give_pod_an_eth0(pod)
+    conf = h.conf(podDefaultRouteNIC="net1")
+    add(h, conf, pod)
+    main = [r for r in routes(pod, "main") if r["dst"] == "default"]
+    assert [(r["gateway"], r["dev"]) for r in main] == [("172.16.11.254", "net1")]
+    [eth0_rule] = [r for r in rules(pod) if r.get("src") == "10.99.0.2"]
+    assert eth0_rule["priority"] == 900 and eth0_rule["table"] != "101"
+    eth0_table = routes(pod, eth0_rule["table"])
+    assert [(r["dst"], r["gateway"], r["dev"]) for r in eth0_table] == [
+        ("default", "10.99.0.1", "eth0")
+    ]
+    # What the kernel picks for a reply from eth0's address (independent path).
+    got = subprocess.run(
+        [
+            "ip",
+            "-n",
+            netns_name(pod),
+            "-j",
+            "route",
+            "get",
+            "8.8.8.8",
+            "from",
+            "10.99.0.2",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    assert '"dev":"eth0"' in got.replace(" ", "")
+    delete(h, conf, pod)
+    assert [r for r in rules(pod) if r.get("src") == "10.99.0.2"] == []
+    assert routes(pod, eth0_rule["table"]) == []
+    main = [r for r in routes(pod, "main") if r["dst"] == "default"]
+    assert [(r["gateway"], r["dev"]) for r in main] == [("10.99.0.1", "eth0")]
+
+
 def test_policy_routing_can_be_switched_off(h: Harness) -> None:
     pod = h.pod()
     add(h, h.conf(policyRouting=False), pod)
@@ -319,3 +370,29 @@ def test_add_fails_when_the_pod_already_has_the_ifname(h: Harness) -> None:
         info.value.details
     )
     assert link(vf.netdev) is not None and h.ipam.held == {}
+
+
+def test_pod_default_route_nic_keeps_eth0_replies_for_ipv6_too(h: Harness) -> None:
+    pod = h.pod()
+    give_pod_an_eth0(pod)
+    ns = netns_name(pod)
+    for cmd in (
+        "-6 addr add fd99::2/64 dev eth0 nodad",
+        "-6 route add default via fd99::1 dev eth0",
+    ):
+        subprocess.run(["ip", "-n", ns, *cmd.split()], check=True)
+    conf = h.conf(v6=True, podDefaultRouteNIC="net1")
+    add(h, conf, pod)
+    [rule6] = [r for r in rules(pod, "-6") if r.get("src") == "fd99::2"]
+    [rule4] = [r for r in rules(pod) if r.get("src") == "10.99.0.2"]
+    assert rule6["table"] == rule4["table"]  # one table for eth0, both families
+    six = routes(pod, rule6["table"], "-6")
+    assert [(r["dst"], r["gateway"], r["dev"]) for r in six] == [
+        ("default", "fd99::1", "eth0")
+    ]
+    main6 = [r for r in routes(pod, "main", "-6") if r["dst"] == "default"]
+    assert [(r["gateway"], r["dev"]) for r in main6] == [("fd00:11::fe", "net1")]
+    delete(h, conf, pod)
+    assert [r for r in rules(pod, "-6") if r.get("src") == "fd99::2"] == []
+    main6 = [r for r in routes(pod, "main", "-6") if r["dst"] == "default"]
+    assert [(r["gateway"], r["dev"]) for r in main6] == [("fd99::1", "eth0")]

@@ -333,3 +333,90 @@ def test_del_restores_the_vf_even_when_ipamd_is_down_and_the_retry_releases(
     h.ipam.fail_release = None
     delete(h, pod)
     assert snapshot(h) == before and h.ipam.held == {} and not record_exists(h)
+
+
+def test_release_pending_record_is_minimal_and_frees_the_vf_for_the_next_pod(
+    h: Harness,
+) -> None:
+    from cni.errors import TRY_AGAIN_LATER
+    from cni.ipam import IpamError
+
+    before, first, second = snapshot(h), h.pod(), h.pod()
+    add(h, first, cid="old")
+    h.ipam.fail_release = IpamError(TRY_AGAIN_LATER, "ipamd is not reachable")
+    with pytest.raises(CniError) as info:
+        delete(h, first, cid="old")
+    assert info.value.code == TRY_AGAIN_LATER
+    assert "release-pending" in info.value.details
+    rec = json.loads((h.state_dir / "sriov" / "old-net1.json").read_text())
+    assert rec["stage"] == "release-pending"
+    assert rec["addresses"] == ["172.16.11.1/24"]
+    assert (rec["rules"], rec["orig_vf"], rec["host_ifname"]) == ([], None, None)
+    assert not (h.state_dir / "pci" / h.vf().pci).exists()  # the VF is free
+    h.ipam.fail_release = None
+    add(h, second, cid="new")  # another pod takes the VF meanwhile
+    delete(h, first, cid="old")  # the retry only releases
+    assert link("net1", second) is not None  # the new pod keeps its VF
+    assert (h.state_dir / "pci" / h.vf().pci).exists()
+    assert h.ipam.addresses_of("old", "net1") == [] and not record_exists(h, "old")
+    delete(h, second, cid="new")
+    assert snapshot(h) == before and h.ipam.held == {}
+
+
+def test_gc_finishes_a_release_pending_del(h: Harness) -> None:
+    from cni.errors import TRY_AGAIN_LATER
+    from cni.ipam import IpamError
+
+    before, pod = snapshot(h), h.pod()
+    add(h, pod)
+    h.ipam.fail_release = IpamError(TRY_AGAIN_LATER, "ipamd is not reachable")
+    with pytest.raises(CniError):
+        delete(h, pod)
+    h.ipam.fail_release = None
+    gc(h, valid=[])
+    assert snapshot(h) == before and h.ipam.held == {} and not record_exists(h)
+
+
+def test_del_without_record_succeeds_with_a_warning_when_ipamd_is_down(
+    h: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    from cni.errors import TRY_AGAIN_LATER
+    from cni.ipam import IpamError
+
+    h.ipam.fail_release = IpamError(TRY_AGAIN_LATER, "ipamd is not reachable")
+    delete(h, h.pod(), cid="never-added")
+    assert any(
+        r.levelname == "WARNING" and "ipamd unreachable" in r.getMessage()
+        for r in caplog.records
+    )
+    assert not record_exists(h, "never-added")
+
+
+def test_del_without_record_still_fails_on_other_ipam_errors(h: Harness) -> None:
+    from cni.errors import IPAM_ERROR
+    from cni.ipam import IpamError
+
+    h.ipam.fail_release = IpamError(IPAM_ERROR, "database is corrupt")
+    with pytest.raises(CniError) as info:
+        delete(h, h.pod(), cid="never-added")
+    assert (info.value.code, info.value.msg) == (IPAM_ERROR, "database is corrupt")
+
+
+def test_any_release_failure_after_the_restore_leaves_only_the_release(
+    h: Harness,
+) -> None:
+    from cni.errors import IPAM_ERROR
+    from cni.ipam import IpamError
+
+    before, pod = snapshot(h), h.pod()
+    add(h, pod)
+    h.ipam.fail_release = IpamError(IPAM_ERROR, "database is locked")
+    with pytest.raises(CniError) as info:
+        delete(h, pod)
+    assert info.value.code == IPAM_ERROR
+    assert snapshot(h) == before  # restored all the same
+    rec = json.loads((h.state_dir / "sriov" / "c1-net1.json").read_text())
+    assert rec["stage"] == "release-pending"
+    h.ipam.fail_release = None
+    delete(h, pod)
+    assert h.ipam.held == {} and not record_exists(h)

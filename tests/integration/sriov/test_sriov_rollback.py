@@ -11,6 +11,7 @@ is released, and neither a record nor an allocation marker is left.
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -90,15 +91,13 @@ def test_pf_setting_failure_restores_every_earlier_pf_setting(
 
 # (proxy, method, matching calls let through before the fault)
 KERNEL_STEPS = [
-    ("links", "move", 0),  # host -> temporary netns
-    ("links", "rename", 0),  # to net1 in the temporary netns
-    ("links", "move", 1),  # temporary netns -> pod
+    ("links", "move", 0),  # host -> pod (one move: no name collision there)
+    ("links", "rename", 0),  # to net1 in the pod
     ("links", "set_mac", 0),
     ("links", "set_mtu", 0),
     ("links", "set_up", 0),
     ("links", "add_address", 1),  # the IPv6 address, after the IPv4 one
-    ("probes", "conflict", 0),
-    ("probes", "gateway", 1),
+    ("probes", "probe_nic", 0),  # conflict and gateway checks, both families
     ("links", "add_route", 2),
     ("links", "add_rule", 1),
 ]
@@ -116,6 +115,74 @@ def test_kernel_step_failure_rolls_everything_back(
     run_add(h, pod, deps=deps)
     assert not target._faults, f"{method} was never reached"
     assert_pristine(h, before, pod)
+
+
+# With a link in the pod named like the VF's host name, the VF goes through a
+# temporary netns and is renamed there.
+COLLISION_STEPS = [
+    ("move", 0),  # host -> temporary netns
+    ("rename", 0),  # to net1 in the temporary netns
+    ("move", 1),  # temporary netns -> pod
+]
+
+
+@pytest.mark.parametrize(("method", "skip"), COLLISION_STEPS)
+def test_step_failure_on_the_temp_netns_path_rolls_everything_back(
+    h: Harness, method: str, skip: int
+) -> None:
+    before, pod = snapshot(h), h.pod()
+    squatter(h, pod)
+    deps = h.deps(faulty=True)
+    assert h.links is not None
+    h.links.fail(method, KernelError(f"injected {method} failure"), skip=skip)
+    run_add(h, pod, deps=deps)
+    assert not h.links._faults, f"{method} was never reached"
+    assert_pristine(h, before, pod)
+    assert link(h.vf().netdev, pod) is not None  # the pod's own link is untouched
+
+
+def squatter(h: Harness, pod: str) -> None:
+    """A veth pair in the pod, one end named like the VF in the host."""
+    subprocess.run(
+        ["ip", "-n", Path(pod).name, "link", "add", h.vf().netdev, "type", "veth"],
+        check=True,
+    )
+
+
+def test_add_and_del_each_move_the_netdev_once_when_names_are_free(
+    h: Harness,
+) -> None:
+    pod, conf = h.pod(), h.conf()
+    deps = h.deps(faulty=True)
+    assert h.links is not None
+    commands.cmd_add(h.args("ADD", conf, pod), deps=deps, ipam_factory=h.ipam_factory)
+    assert h.links.names().count("move") == 1
+    assert link("net1", pod) is not None
+    deps = h.deps(faulty=True)  # cmd_add closed the first
+    assert h.links is not None
+    commands.cmd_del(h.args("DEL", conf, pod), deps=deps, ipam_factory=h.ipam_factory)
+    assert h.links.names().count("move") == 1
+    host = link(h.vf().netdev)
+    assert host is not None and "net1" not in host.get("altnames", [])
+
+
+def test_a_pod_link_named_like_the_vf_sends_it_through_a_temp_netns(
+    h: Harness,
+) -> None:
+    pod, conf = h.pod(), h.conf()
+    before = snapshot(h)
+    squatter(h, pod)
+    deps = h.deps(faulty=True)
+    assert h.links is not None
+    commands.cmd_add(h.args("ADD", conf, pod), deps=deps, ipam_factory=h.ipam_factory)
+    assert h.links.names().count("move") == 2
+    assert link("net1", pod) is not None
+    assert link(h.vf().netdev, pod) is not None  # the squatter kept its name
+    deps = h.deps(faulty=True)  # cmd_add closed the first
+    assert h.links is not None
+    commands.cmd_del(h.args("DEL", conf, pod), deps=deps, ipam_factory=h.ipam_factory)
+    assert h.links.names().count("move") == 2
+    assert snapshot(h) == before
 
 
 def test_ipam_failure_rolls_back_the_moved_vf(h: Harness) -> None:

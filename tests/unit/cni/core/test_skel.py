@@ -650,3 +650,81 @@ def test_main_exits_with_the_command_status_in_a_real_process():
     )
     assert version.returncode == 0
     assert version.stdout.startswith("railyard test\n")
+
+
+# ------------------------------------------- commands handed over as a factory
+
+
+class Factory:
+    """A PluginFuncs factory that counts how often skel asked for the commands."""
+
+    def __init__(self, recorder: Recorder) -> None:
+        self.recorder = recorder
+        self.calls = 0
+
+    def __call__(self) -> PluginFuncs:
+        self.calls += 1
+        return self.recorder.funcs()
+
+
+def test_version_never_loads_the_commands(recorder: Recorder, run_cni):
+    factory = Factory(recorder)
+    r = run_cni(base_env("VERSION"), b"", funcs=factory)
+    assert r.code == 0 and json.loads(r.stdout)["supportedVersions"]
+    assert factory.calls == 0
+
+
+@pytest.mark.parametrize(
+    ("stdin", "code"),
+    [
+        pytest.param(b"{not json", 6, id="undecodable"),
+        pytest.param(b'{"cniVersion": "1.0.0", "type": "x"}', 7, id="no-name"),
+        pytest.param(b'{"cniVersion": "9.9.9", "name": "r"}', 1, id="bad-version"),
+    ],
+)
+def test_generic_config_errors_never_load_the_commands(
+    recorder: Recorder, run_cni, stdin, code
+):
+    factory = Factory(recorder)
+    r = run_cni(base_env("ADD"), stdin, funcs=factory)
+    assert (r.code, r.json["code"]) == (1, code)
+    assert factory.calls == 0
+
+
+def test_commands_load_once_when_a_command_runs(recorder: Recorder, run_cni):
+    factory = Factory(recorder)
+    r = run_cni(base_env("ADD"), netconf(), funcs=factory)
+    assert r.code == 0
+    assert factory.calls == 1
+    assert recorder.names == ["add"]
+
+
+def test_a_factory_that_fails_is_an_internal_error(run_cni):
+    def broken() -> PluginFuncs:
+        raise ImportError("no module named cni.plugins.gone")
+
+    r = run_cni(base_env("DEL"), netconf(), funcs=broken)
+    assert (r.code, r.json["code"]) == (1, 999)
+    assert "cni.plugins.gone" in r.json["msg"]
+
+
+FREEZE_SCRIPT = """
+import atexit, gc, sys
+from cni.skel import PluginFuncs, main
+atexit.register(lambda: sys.stderr.write(f"frozen={gc.get_freeze_count()}\\n"))
+main(PluginFuncs(lambda ca: None, lambda ca: None), "railyard test")
+"""
+
+
+def test_main_freezes_the_heap_so_the_exit_skips_the_final_collection():
+    proc = subprocess.run(
+        [sys.executable, "-c", FREEZE_SCRIPT],
+        input=json.dumps(netconf("1.0.0")),
+        env=base_env("DEL", PATH="/usr/bin:/bin"),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert (proc.returncode, proc.stdout) == (0, "")
+    frozen = int(proc.stderr.rsplit("frozen=", 1)[1].split()[0])
+    assert frozen > 1000  # every object alive at exit, not a handful

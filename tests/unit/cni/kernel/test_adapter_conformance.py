@@ -6,10 +6,11 @@ can never tell the difference."""
 from __future__ import annotations
 
 import inspect
+from typing import Generic, Protocol
 
 import pytest
 
-from cni.kernel import Links, Netns, Probes, VfOps
+from cni.kernel import Links, Netns, NicProbes, Probes, VfOps
 from cni.kernel.links import PyRoute2Links
 from cni.kernel.netns import Namespaces
 from cni.kernel.probes import RawProbes
@@ -19,16 +20,22 @@ PAIRS = [
     (Links, PyRoute2Links),
     (Netns, Namespaces),
     (Probes, RawProbes),
+    (NicProbes, RawProbes),
     (VfOps, PyRoute2VfOps),
 ]
 
 
 def protocol_methods(proto: type) -> list[str]:
-    return [
-        name
-        for name, value in vars(proto).items()
-        if callable(value) and not name.startswith("_")
-    ]
+    """Public methods of ``proto`` and of the Protocols it extends."""
+    bases = [k for k in proto.__mro__ if k not in (object, Protocol, Generic)]
+    return sorted(
+        {
+            name
+            for klass in bases
+            for name, value in vars(klass).items()
+            if callable(value) and not name.startswith("_")
+        }
+    )
 
 
 @pytest.mark.parametrize(("proto", "adapter"), PAIRS, ids=lambda x: x.__name__)

@@ -1,0 +1,103 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The IPAM request an ADD sends and the result it prints (sriov and ib-sriov).
+
+Standard library, ``cni.args``, ``cni.ipam``, ``cni.types`` and
+``cni.attach.lifecycle``'s ``Attached`` only. Both plugins' netconf classes
+satisfy ``IpamConf``; nothing here knows which plugin it serves.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
+
+from cni.ipam import IpamRequest
+from cni.types import DNS, Interface, IPConfig, Result, Route
+
+if TYPE_CHECKING:
+    from cni.attach.lifecycle import Attached
+    from cni.skel import CmdArgs
+
+NODE_NAME_ENV = "RAILYARD_NODE_NAME"
+
+
+class IpamConf(Protocol):
+    """What the glue reads from a plugin's parsed netconf."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def ipam(self) -> dict[str, Any]: ...
+
+    @property
+    def ipam_type(self) -> str: ...
+
+    @property
+    def raw(self) -> dict[str, Any]: ...
+
+
+def _pools(ipam: Mapping[str, Any], key: str) -> tuple[str, ...]:
+    value = ipam.get(key) or []
+    if isinstance(value, str):
+        return (value,)
+    return tuple(v for v in value if isinstance(v, str))
+
+
+def _sticky(ipam: Mapping[str, Any]) -> bool:
+    # Only a JSON true counts: "sticky": "false" must not pin an address.
+    return ipam.get("sticky") is True
+
+
+def ipam_request(args: CmdArgs, conf: IpamConf) -> IpamRequest | None:
+    """The allocation request of an ADD; None when the netconf has no ipam."""
+    if not conf.ipam_type:
+        return None
+    from cni.args import requested_ips
+
+    cni_args = args.cni_args
+    return IpamRequest(
+        network=conf.name,
+        container_id=args.container_id,
+        ifname=args.ifname,
+        netns=args.netns,
+        pod_namespace=cni_args.k8s_pod_namespace,
+        pod_name=cni_args.k8s_pod_name,
+        pod_uid=cni_args.k8s_pod_uid,
+        node_name=args.env.get(NODE_NAME_ENV) or socket.gethostname(),
+        ipv4_pools=_pools(conf.ipam, "default_ipv4_ippool"),
+        ipv6_pools=_pools(conf.ipam, "default_ipv6_ippool"),
+        requested_ips=requested_ips(conf.raw, cni_args),
+        sticky=_sticky(conf.ipam),
+    )
+
+
+def to_result(att: Attached, cni_version: str) -> Result:
+    """The ADD result: the pod interface, its addresses and the IPAM routes."""
+    iface = Interface(
+        name=att.ifname, mac=att.mac, mtu=att.mtu, sandbox=att.sandbox, pci_id=att.pci
+    )
+    ips = [
+        IPConfig(
+            address=ipaddress.ip_interface(ip.address),
+            gateway=ipaddress.ip_address(ip.gateway) if ip.gateway else None,
+            interface=0,
+        )
+        for ip in att.ips
+    ]
+    routes = [
+        Route(
+            dst=ipaddress.ip_network(r.dst, strict=False),
+            gw=ipaddress.ip_address(r.gw) if r.gw else None,
+        )
+        for r in att.routes
+    ]
+    return Result(
+        cni_version=cni_version,
+        interfaces=[iface],
+        ips=ips,
+        routes=routes,
+        dns=DNS.from_json(att.dns or None),
+    )
