@@ -183,8 +183,15 @@ def subject_pool(
     try:
         yield get
     finally:
+        # Every subject is closed even if one fails to; the first error wins.
+        errors: list[BaseException] = []
         for s in built.values():
-            s.close()
+            try:
+                s.close()
+            except Exception as exc:
+                errors.append(exc)
+        if errors:
+            raise errors[0]
 
 
 @pytest.fixture(scope="session")

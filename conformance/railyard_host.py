@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import signal
 import subprocess
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -35,27 +38,31 @@ class RailyardHost:
         self.sim = installation.tool("railyard-sim")
         self.ipamd = installation.tool("ipamd")
         self.lab = root / "lab"
-        proc = subprocess.run(
-            [
-                self.sim,
-                "up",
-                "--lab",
-                str(self.lab),
-                "--rails",
-                str(ROCE_RAILS),
-                "--ib-rails",
-                str(IB_RAILS),
-                "--vfs-per-pf",
-                str(VFS_PER_PF),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        if proc.returncode != 0:
+        try:
+            proc = subprocess.run(
+                [
+                    self.sim,
+                    "up",
+                    "--lab",
+                    str(self.lab),
+                    "--rails",
+                    str(ROCE_RAILS),
+                    "--ib-rails",
+                    str(IB_RAILS),
+                    "--vfs-per-pf",
+                    str(VFS_PER_PF),
+                ],
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            if proc.returncode != 0:
+                pytest.fail(f"railyard-sim up failed:\n{proc.stderr[-2000:]}")
+            self.manifest = json.loads((self.lab / "lab.json").read_text())
+        except BaseException:
+            # Whatever `up` managed to build must not outlive the session.
             self.down()
-            pytest.fail(f"railyard-sim up failed:\n{proc.stderr[-2000:]}")
-        self.manifest = json.loads((self.lab / "lab.json").read_text())
+            raise
         self.socket = str(self.lab / "ipamd.sock")
         # Free VFs per rail kind; a VF whose stand-in was lost is never reused.
         self.free: dict[str, list[dict[str, Any]]] = {"roce": [], "ib": []}
@@ -112,12 +119,113 @@ class RailyardHost:
         return data.get("allocations", data) if isinstance(data, dict) else data
 
     def down(self) -> None:
-        subprocess.run(
-            [self.sim, "down", "--lab", str(self.lab)],
-            capture_output=True,
-            timeout=120,
-            check=False,
-        )
+        """``railyard-sim down``; if it cannot run or leaves anything, remove_lab.
+
+        The lab's id is read first: ``down`` deletes ``lab.json`` even when it
+        fails half-way, and the fallback needs the id to find what is left.
+        """
+        lab_id = lab_id_of(self.lab)
+        try:
+            proc = subprocess.run(
+                [self.sim, "down", "--lab", str(self.lab)],
+                capture_output=True,
+                timeout=120,
+                check=False,
+            )
+            ok = proc.returncode == 0
+        except (OSError, subprocess.SubprocessError):
+            ok = False  # the tool is gone (a partial install) or hangs
+        if not ok or leftovers(self.lab, lab_id):
+            remove_lab(self.lab, lab_id)
+
+
+# ------------------------------------------------------------ direct cleanup
+# What `railyard-sim down` removes, done without it: the documented names
+# (netns and links start with rs<lab_id>, ipamd serves <lab>/ipamd.sock).
+
+LAB_PREFIX = "rs"
+
+
+def lab_id_of(lab: Path) -> str | None:
+    try:
+        return str(json.loads((lab / "lab.json").read_text())["lab_id"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _ip_names(*args: str) -> list[str]:
+    proc = subprocess.run(
+        ["ip", "-j", *args], capture_output=True, text=True, check=False
+    )
+    try:
+        data = json.loads(proc.stdout) if proc.stdout.strip() else []
+    except ValueError:
+        return []
+    return [str(e.get("name") or e.get("ifname")) for e in data]
+
+
+def ipamd_pids(lab: Path) -> list[int]:
+    """Live ``ipamd serve`` processes listening on the lab's socket."""
+    sock = str((lab / "ipamd.sock").absolute())
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            args = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if "serve" in args and any(a in (sock, f"unix://{sock}") for a in args):
+            pids.append(int(entry.name))
+    return pids
+
+
+def leftovers(lab: Path, lab_id: str | None) -> list[str]:
+    """The lab's netns, links and ipamd processes still present."""
+    left = [f"ipamd pid {pid}" for pid in ipamd_pids(lab)]
+    if lab_id:
+        prefix = LAB_PREFIX + lab_id
+        left += [n for n in _ip_names("netns", "list") if n.startswith(prefix)]
+        left += [n for n in _ip_names("link", "show") if n.startswith(prefix)]
+    return left
+
+
+def remove_lab(lab: Path, lab_id: str | None, timeout: float = 10.0) -> None:
+    """Kill the lab's ipamd, delete its netns and links, remove its directory."""
+    pids = ipamd_pids(lab)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + timeout / 2
+        while time.monotonic() < deadline and ipamd_pids(lab):
+            time.sleep(0.05)
+        if not ipamd_pids(lab):
+            break
+    # An exited daemon stays a zombie until init reaps it (milliseconds).
+    deadline = time.monotonic() + 2.0
+    while time.monotonic() < deadline and any(
+        Path(f"/proc/{p}").exists() for p in pids
+    ):
+        time.sleep(0.02)
+    if lab_id:
+        prefix = LAB_PREFIX + lab_id
+        for ns in [n for n in _ip_names("netns", "list") if n.startswith(prefix)]:
+            # Veths first: a peer dies with them at once, a netns only later.
+            for dev in _ip_names("-n", ns, "link", "show", "type", "veth"):
+                netns.ip("link", "del", "dev", dev, netns=ns, check=False)
+            netns.ip("netns", "del", ns, check=False)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            host = [n for n in _ip_names("link", "show") if n.startswith(prefix)]
+            if not host:
+                break
+            for dev in host:
+                netns.ip("link", "del", "dev", dev, check=False)
+            time.sleep(0.02)
+    shutil.rmtree(lab, ignore_errors=True)
 
 
 class _OurSubject(Subject):

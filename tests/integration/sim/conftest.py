@@ -20,5 +20,5 @@ def lab(tmp_path: Path) -> Iterator[Lab]:
 
 @pytest.fixture
 def other_netns(make_netns: Callable[..., str]) -> Callable[[], str]:
-    """Namespaces named rsx<hex>: never under a lab's rs<id> prefix."""
-    return lambda: make_netns("rsx")
+    """Namespaces named rm<hex>: this suite's own prefix, never a lab's rs<id>."""
+    return lambda: make_netns("rm")

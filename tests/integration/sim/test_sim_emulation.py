@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import select
 import socket
 import subprocess
@@ -83,6 +84,50 @@ def test_second_rebind_gives_yet_another_name(lab: Lab) -> None:
     second = lab.netdev_of(vf.pci)
     assert first != second
     assert second in link_names() and first not in link_names()
+
+
+def test_netdev_of_follows_a_rename_after_a_rebind_as_sysfs_would(
+    lab: Lab, other_netns: Callable[[], str]
+) -> None:
+    vf = lab.rail(2).vfs[0]
+    RecordingVfOps(lab.dir).rebind(vf.pci)
+    rebound = lab.netdev_of(vf.pci)
+    assert rebound is not None and rebound != vf.netdev
+    # In a pod netns the stand-in is not the host's: the tree's name is kept.
+    pod = Path(other_netns()).name
+    subprocess.run(["ip", "link", "set", rebound, "netns", pod], check=True)
+    subprocess.run(
+        ["ip", "-n", pod, "link", "set", rebound, "name", "net1"], check=True
+    )
+    assert lab.netdev_of(vf.pci) == rebound
+    # Back in the host under the lab's name, as a plugin's DEL restores it.
+    subprocess.run(
+        [
+            "ip",
+            "-n",
+            pod,
+            "link",
+            "set",
+            "net1",
+            "netns",
+            str(os.getpid()),
+            "name",
+            vf.netdev,
+        ],
+        check=True,
+    )
+    assert lab.netdev_of(vf.pci) == vf.netdev
+    assert vf.netdev in link_names() and rebound not in link_names()
+    # The fake tree now shows what real sysfs shows, for plugins reading it.
+    assert [
+        p.name for p in (lab.sys_root / "bus/pci/devices" / vf.pci / "net").iterdir()
+    ] == [vf.netdev]
+
+
+def test_netdev_of_an_untouched_vf_is_the_lab_name(lab: Lab) -> None:
+    assert [lab.netdev_of(v.pci) for _, v in lab.vfs()] == [
+        v.netdev for _, v in lab.vfs()
+    ]
 
 
 def test_rdma_device_moves_into_a_netns_and_back(

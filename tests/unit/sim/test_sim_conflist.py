@@ -46,3 +46,14 @@ def test_plugin_bin_dir_offers_the_cni_type_names(tmp_path: Path) -> None:
     for name in ("sriov", "ib-sriov", "rdma"):
         assert (bins / name).exists(), name
     assert (bins / "sriov").resolve().name == "railyard-sriov"
+
+
+def test_plugin_bin_dir_has_the_ipam_binary_but_no_railyard_type(
+    tmp_path: Path,
+) -> None:
+    # ipam type "railyard" is served in-process; only railyard-ipam is exec'd.
+    (tmp_path / "cni-bin").mkdir()
+    (tmp_path / "cni-bin" / "railyard").symlink_to("/bin/true")  # an older layout
+    bins = plugin_bin_dir(tmp_path)
+    assert (bins / "railyard-ipam").resolve().name == "railyard-ipam"
+    assert not (bins / "railyard").exists() and not (bins / "railyard").is_symlink()

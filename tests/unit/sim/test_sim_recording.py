@@ -18,6 +18,7 @@ from cni.kernel import (
     VfInfo,
 )
 from cni.sim.lab import Manifest, plan
+from cni.sim.pci_tree import PciTree
 from cni.sim.recording import (
     Faults,
     Journal,
@@ -25,6 +26,7 @@ from cni.sim.recording import (
     RecordingVfOps,
     init_state,
     read_state,
+    renumber_rdma,
     set_netns_mode,
     vf_table,
 )
@@ -221,3 +223,33 @@ def test_move_to_a_missing_netns_is_netns_not_found(
     with pytest.raises(DeviceNotFound):
         RecordingRdmaOps(tmp_path).move("mlx5_99", None)
     assert read_state(tmp_path)["rdma"][dev]["netns"] is None
+
+
+def test_renumber_rdma_renames_the_device_in_state_and_tree(
+    tmp_path: Path, manifest: Manifest
+) -> None:
+    vf = manifest.rails[1].vfs[0]
+    tree = PciTree(tmp_path / "sys")
+    tree.rdma(vf.pci, vf.rdma)
+    RecordingRdmaOps(tmp_path).move(vf.rdma, None)
+    assert renumber_rdma(tmp_path, vf.pci, "mlx5_104") == vf.rdma
+    devices = read_state(tmp_path)["rdma"]
+    assert vf.rdma not in devices
+    assert devices["mlx5_104"] == {"pci": vf.pci, "netns": None}
+    assert RecordingRdmaOps(tmp_path).devices().count("mlx5_104") == 1
+    assert sorted(p.name for p in (tree.device(vf.pci) / "infiniband").iterdir()) == [
+        "mlx5_104"
+    ]
+
+
+def test_renumber_rdma_refuses_an_unknown_function_or_a_taken_name(
+    tmp_path: Path, manifest: Manifest
+) -> None:
+    vf0, vf1 = manifest.rails[0].vfs
+    with pytest.raises(DeviceNotFound):
+        renumber_rdma(tmp_path, "0000:ff:00.2", "mlx5_9")
+    with pytest.raises(ValueError, match="taken"):
+        renumber_rdma(tmp_path, vf0.pci, vf1.rdma)
+    with pytest.raises(ValueError, match="bad RDMA device name"):
+        renumber_rdma(tmp_path, vf0.pci, "a/b")
+    assert read_state(tmp_path)["rdma"][vf0.rdma]["pci"] == vf0.pci
