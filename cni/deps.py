@@ -60,7 +60,9 @@ def sim_root(env: Mapping[str, str]) -> Path | None:
     root = Path(raw)
     if not (root / SIM_MARKER).is_file():
         log.warning(
-            "%s=%s ignored: no %s in it; using the real host", SIM_ROOT_ENV, raw,
+            "%s=%s ignored: no %s in it; using the real host",
+            SIM_ROOT_ENV,
+            raw,
             SIM_MARKER,
         )
         return None

@@ -65,7 +65,7 @@ import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, TypeGuard
 
 from cni import deadline as _deadline
 from cni import logs
@@ -84,7 +84,7 @@ from cni.errors import (
 
 if TYPE_CHECKING:
     from cni.args import CniArgs
-    from cni.ipam import Attachment
+    from cni.ipam import Attachment, IpamError
     from cni.types import NetConf, Result
 
 log = logging.getLogger(__name__)
@@ -321,7 +321,7 @@ def _result_doc(result: Result, cni_version: str) -> str:
     return json.dumps(result.to_json(cni_version), indent=4) + "\n"
 
 
-def _is_ipam_error(exc: BaseException) -> bool:
+def _is_ipam_error(exc: BaseException) -> TypeGuard[IpamError]:
     if isinstance(exc, CniError):
         return False  # the common error needs no import to classify
     from cni.ipam import IpamError
@@ -333,7 +333,7 @@ def _as_cni_error(exc: BaseException) -> CniError:
     if isinstance(exc, CniError):
         err = exc
     elif _is_ipam_error(exc):
-        err = CniError(exc.code, exc.msg, exc.details)  # type: ignore[attr-defined]
+        err = CniError(exc.code, exc.msg, exc.details)
     elif isinstance(exc, _deadline.DeadlineExceeded):
         err = exc.to_cni_error()
     else:

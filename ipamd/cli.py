@@ -16,7 +16,7 @@ import logging
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import click
 
@@ -137,7 +137,7 @@ def _admin(func: F) -> F:
             details = err.details() if hasattr(err, "details") else str(err)
             raise click.ClickException(f"{code}: {details}") from None
 
-    return wrapper  # type: ignore[return-value]
+    return cast(F, wrapper)  # functools.wraps kept the signature click reads
 
 
 def _call(client: Any, method: str, request: Any) -> Any:

@@ -147,6 +147,7 @@ def build(settings: Settings, store: Store | None = None) -> Daemon:
             options=[("grpc.so_reuseport", 0)],
             maximum_concurrent_rpcs=settings.max_concurrent_rpcs,
         )
+        # The generated gRPC module carries no annotations.
         pb_grpc.add_IpamServicer_to_server(  # type: ignore[no-untyped-call]
             IpamServicer(engine), server
         )

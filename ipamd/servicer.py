@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import grpc
 
@@ -78,7 +78,7 @@ def _rpc(method: F) -> F:
                 grpc.StatusCode.UNAVAILABLE, "ipamd writer is overloaded"
             )
 
-    return wrapper  # type: ignore[return-value]
+    return cast(F, wrapper)  # same signature as ``method`` (functools.wraps)
 
 
 def _routes(pool: Pool) -> list[pb.Route]:

@@ -30,7 +30,9 @@ def _kernel_capable() -> bool:
 KERNEL_CAPABLE = _kernel_capable()
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(
+    config: pytest.Config, items: list[pytest.Item]
+) -> None:
     if KERNEL_CAPABLE:
         return
     skip = pytest.mark.skip(reason="needs root and network namespaces")

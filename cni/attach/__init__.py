@@ -14,7 +14,13 @@ Imports nothing itself (importing ``cni.attach`` must cost nothing). Modules:
   netns, clear stale ones); ``HomeNames``, a VF's last host name where sysfs
   lags a rename.
 - ``ipam_glue``: ``ipam_request(args, conf)`` and ``to_result(attached)``
-  for any netconf satisfying ``IpamConf`` (sriov, ib-sriov).
+  for any netconf satisfying ``IpamConf`` (sriov, ib-sriov);
+  ``attachment_request`` (railyard-ipam too).
+- ``conf``: the netconf keys both plugins share (``deviceID``, ``link_state``,
+  ``mtu``, ``routeTable``, ``rulePriority``), read with the peers' messages.
+- ``commands``: what both plugins' ``cmd_*`` share: ``attach_spec``, the deps
+  and IPAM client of a command (``resources``), CHECK's prevResult, STATUS
+  and GC reporting.
 - ``pf``: ``PfSettings``, ``apply_pf_settings`` (undo registered per setting),
   ``restore_pf_settings``.
 - ``netdev``: move into the pod (one move, renamed in the pod; a temporary

@@ -3,7 +3,9 @@
 
 Standard library, ``cni.args``, ``cni.ipam``, ``cni.types`` and
 ``cni.attach.lifecycle``'s ``Attached`` only. Both plugins' netconf classes
-satisfy ``IpamConf``; nothing here knows which plugin it serves.
+satisfy ``IpamConf``; nothing here knows which plugin it serves. The
+railyard-ipam plugin builds its request with ``attachment_request`` too, so
+every binary names the pod and the node the same way.
 """
 
 from __future__ import annotations
@@ -57,9 +59,29 @@ def ipam_request(args: CmdArgs, conf: IpamConf) -> IpamRequest | None:
         return None
     from cni.args import requested_ips
 
+    return attachment_request(
+        args,
+        conf.name,
+        _pools(conf.ipam, "default_ipv4_ippool"),
+        _pools(conf.ipam, "default_ipv6_ippool"),
+        requested_ips(conf.raw, args.cni_args),
+        _sticky(conf.ipam),
+    )
+
+
+def attachment_request(
+    args: CmdArgs,
+    network: str,
+    ipv4_pools: tuple[str, ...],
+    ipv6_pools: tuple[str, ...],
+    requested: tuple[str, ...],
+    sticky: bool,
+) -> IpamRequest:
+    """An allocation request for the attachment of ``args``: the pod as CNI_ARGS
+    names it, the node as RAILYARD_NODE_NAME (else the hostname) does."""
     cni_args = args.cni_args
     return IpamRequest(
-        network=conf.name,
+        network=network,
         container_id=args.container_id,
         ifname=args.ifname,
         netns=args.netns,
@@ -67,10 +89,10 @@ def ipam_request(args: CmdArgs, conf: IpamConf) -> IpamRequest | None:
         pod_name=cni_args.k8s_pod_name,
         pod_uid=cni_args.k8s_pod_uid,
         node_name=args.env.get(NODE_NAME_ENV) or socket.gethostname(),
-        ipv4_pools=_pools(conf.ipam, "default_ipv4_ippool"),
-        ipv6_pools=_pools(conf.ipam, "default_ipv6_ippool"),
-        requested_ips=requested_ips(conf.raw, cni_args),
-        sticky=_sticky(conf.ipam),
+        ipv4_pools=ipv4_pools,
+        ipv6_pools=ipv6_pools,
+        requested_ips=requested,
+        sticky=sticky,
     )
 
 

@@ -5,11 +5,13 @@ Standard library, the contract modules and ``cni.attach.*`` only; every kernel,
 sysfs and IPAM access goes through ``cni.deps.Deps`` and ``cni.ipam.IpamClient``.
 
 ADD (``attach``), under the per-PCI lock:
- 1. resolve the VF from sysfs; refuse a VF held by a live netns;
+ 1. refuse a VF held by a live netns, restore one a dead pod left behind;
+    resolve the VF from sysfs;
  2. read the original state (netdev MAC/MTU/ifindex, the PF's VF entry), check
     the MTU against the PF's, and save the record *before the first change*;
  3. PF-side settings; plugin hooks (ib-sriov: GUID + rebind); RDMA device;
- 4. netdev into the pod via a temporary netns; MAC, MTU, up;
+ 4. netdev into the pod in one move, renamed there (through a temporary netns
+    only when the pod holds a link of the VF's host name); MAC, MTU, up;
  5. IPAM; addresses; conflict + gateway detection; policy routing; announce.
 Every step pushes its undo on one ``Rollback``; on any failure they run newest
 first, the address is released and the record deleted - unless an undo itself
@@ -27,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from cni.attach.allocation import Allocations, HomeNames
+from cni.attach.conf import DEFAULT_RULE_PRIORITY
 from cni.attach.detection import DetectionPolicy, announce, detect
 from cni.attach.device import VfDevice, host_netdevs, resolve_vf
 from cni.attach.netdev import (
@@ -93,7 +96,7 @@ class RoutingPolicy:
 
     enabled: bool = True  # [policyRouting]
     table: int | None = None  # [routeTable]
-    priority: int = 900  # [rulePriority]
+    priority: int = DEFAULT_RULE_PRIORITY  # [rulePriority]
     default_route_nic: str = ""  # [podDefaultRouteNIC]
 
 
@@ -433,11 +436,11 @@ def detach(deps: Deps, req: DetachRequest, ipam: IpamClient | None) -> None:
     ipamd is unreachable), the record is cut down to what a retry needs (stage
     ``release-pending``; the VF and its allocation marker are free) and
     ``ReleasePending`` carries the IPAM's code, so the runtime retries DEL; a
-    retry or GC only releases. Without a record there is
-    nothing of ours to restore, but the address may still be held (an ADD that
-    died before saving, or a peer-era pod): it is released when the netconf
-    has an ipam, and an unreachable ipamd is then only a WARNING (as Spiderpool
-    does) - ipamd's own GC reclaims what no valid attachment holds.
+    retry or GC only releases. Without a record there is nothing of ours to
+    restore, but the address may still be held (an ADD that died before
+    saving, or a peer-era pod): it is released when the netconf has an ipam,
+    and an unreachable ipamd is then only a WARNING (as Spiderpool does) -
+    ipamd's own GC reclaims what no valid attachment holds.
     """
     store = store_for(deps, req.plugin)
     st = store.load(req.container_id, req.ifname)

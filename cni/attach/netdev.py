@@ -17,6 +17,8 @@ rename happened (kernel 6.x keeps the old name as an altname, sriov-cni #445).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from functools import partial
 
 from cni.errors import DEVICE_ERROR, NETNS_ERROR, CniError
 from cni.kernel import (
@@ -194,6 +196,21 @@ def restore_link(
         links.set_mtu(name, mtu, netns)
 
 
+def _set_undoable(
+    rb: Rollback,
+    apply: Callable[[], None],
+    undo: Callable[[], None],
+    undo_what: str,
+    error: str,
+) -> None:
+    """``apply`` with ``undo`` registered first (a half-done write is covered)."""
+    rb.push(undo, undo_what)
+    try:
+        apply()
+    except KernelError as exc:
+        raise CniError(DEVICE_ERROR, error, str(exc)) from exc
+
+
 def configure_in_pod(
     links: Links,
     ifname: str,
@@ -209,25 +226,21 @@ def configure_in_pod(
     (``move_into_pod``'s) takes it back to the host with its original values.
     """
     if mac and mac != orig.mac:
-        rb.push(
-            lambda: links.set_mac(ifname, orig.mac, netns), f"restore MAC of {ifname}"
+        _set_undoable(
+            rb,
+            partial(links.set_mac, ifname, mac, netns),
+            partial(links.set_mac, ifname, orig.mac, netns),
+            f"restore MAC of {ifname}",
+            f"failed to set netlink MAC address to {mac}",
         )
-        try:
-            links.set_mac(ifname, mac, netns)
-        except KernelError as exc:
-            raise CniError(
-                DEVICE_ERROR, f"failed to set netlink MAC address to {mac}", str(exc)
-            ) from exc
     if mtu and mtu != orig.mtu:
-        rb.push(
-            lambda: links.set_mtu(ifname, orig.mtu, netns), f"restore MTU of {ifname}"
+        _set_undoable(
+            rb,
+            partial(links.set_mtu, ifname, mtu, netns),
+            partial(links.set_mtu, ifname, orig.mtu, netns),
+            f"restore MTU of {ifname}",
+            f"failed to set MTU {mtu} on {ifname}",
         )
-        try:
-            links.set_mtu(ifname, mtu, netns)
-        except KernelError as exc:
-            raise CniError(
-                DEVICE_ERROR, f"failed to set MTU {mtu} on {ifname}", str(exc)
-            ) from exc
     # sriov-cni sets these in the pod (errors ignored): the kernel announces
     # the MAC on link changes, and optimistic DAD lets IPv6 be used at once.
     for key in (

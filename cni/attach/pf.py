@@ -14,8 +14,10 @@ failed half-way inside the driver is covered too.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any
+from functools import partial
+from typing import Any, NamedTuple
 
 from cni.errors import DEVICE_ERROR, CniError
 from cni.kernel import KernelError, VfInfo, VfOps
@@ -73,74 +75,72 @@ def _fail(pf: str, vf: int, what: str, exc: Exception) -> CniError:
     )
 
 
-def _steps(
-    ops: VfOps, pf: str, vf: int, want: PfSettings, orig: VfInfo
-) -> list[tuple[str, str, Any, Any]]:
-    """(name, error text, apply, restore) per configured setting, in apply order."""
-    steps: list[tuple[str, str, Any, Any]] = []
+class _Step(NamedTuple):
+    name: str  # in logs and rollback descriptions
+    error: str  # sriov-cni's text when the write fails
+    apply: Callable[[], None]
+    restore: Callable[[], None]
+
+
+def _steps(ops: VfOps, pf: str, vf: int, want: PfSettings, orig: VfInfo) -> list[_Step]:
+    """One step per configured setting, in apply order."""
+    steps: list[_Step] = []
     if want.vlan is not None:
         vlan, qos, proto = want.vlan, want.qos, want.vlan_proto
         steps.append(
-            (
+            _Step(
                 "vlan",
                 f"failed to set vf {vf} vlan configuration - id {vlan}, qos {qos} and "
                 f"proto {_PROTO_NAMES.get(proto, hex(proto))}",
-                lambda: ops.set_vlan(pf, vf, vlan, qos, proto),
+                partial(ops.set_vlan, pf, vf, vlan, qos, proto),
                 # A cached proto of 0 means the driver did not report one: 802.1q.
-                lambda: ops.set_vlan(
-                    pf, vf, orig.vlan, orig.qos, orig.vlan_proto or 0x8100
+                partial(
+                    ops.set_vlan, pf, vf, orig.vlan, orig.qos, orig.vlan_proto or 0x8100
                 ),
             )
         )
     if want.mac:
-        mac = want.mac
         steps.append(
-            (
+            _Step(
                 "admin MAC",
-                f"failed to set MAC address to {mac}",
-                lambda: ops.set_mac(pf, vf, mac),
-                lambda: ops.set_mac(pf, vf, orig.mac or ZERO_MAC),
+                f"failed to set MAC address to {want.mac}",
+                partial(ops.set_mac, pf, vf, want.mac),
+                partial(ops.set_mac, pf, vf, orig.mac or ZERO_MAC),
             )
         )
     if want.rate_set:
         lo, hi = want.min_tx_rate or 0, want.max_tx_rate or 0
         steps.append(
-            (
+            _Step(
                 "tx rate",
                 f"failed to set vf {vf} min_tx_rate to {lo} Mbps: "
                 f"max_tx_rate to {hi} Mbps",
-                lambda: ops.set_rate(pf, vf, lo, hi),
-                lambda: ops.set_rate(pf, vf, orig.min_tx_rate, orig.max_tx_rate),
+                partial(ops.set_rate, pf, vf, lo, hi),
+                partial(ops.set_rate, pf, vf, orig.min_tx_rate, orig.max_tx_rate),
             )
         )
-    if want.spoofchk is not None:
-        on = want.spoofchk
-        steps.append(
-            (
-                "spoofchk",
-                f"failed to set vf {vf} spoofchk flag to {_on_off(on)}",
-                lambda: ops.set_spoofchk(pf, vf, on),
-                lambda: ops.set_spoofchk(pf, vf, bool(orig.spoofchk)),
+    flags = (
+        ("spoofchk", want.spoofchk, orig.spoofchk, ops.set_spoofchk),
+        ("trust", want.trust, orig.trust, ops.set_trust),
+    )
+    for name, flag, was, set_flag in flags:
+        if flag is not None:
+            steps.append(
+                _Step(
+                    name,
+                    f"failed to set vf {vf} {name} flag to {_on_off(flag)}",
+                    partial(set_flag, pf, vf, flag),
+                    partial(set_flag, pf, vf, bool(was)),
+                )
             )
-        )
-    if want.trust is not None:
-        trust = want.trust
-        steps.append(
-            (
-                "trust",
-                f"failed to set vf {vf} trust flag to {_on_off(trust)}",
-                lambda: ops.set_trust(pf, vf, trust),
-                lambda: ops.set_trust(pf, vf, bool(orig.trust)),
-            )
-        )
     if want.link_state is not None:
         state = want.link_state
         steps.append(
-            (
+            _Step(
                 "link_state",
                 f"failed to set vf {vf} link state to {state}",
-                lambda: ops.set_link_state(pf, vf, state),
-                lambda: ops.set_link_state(pf, vf, orig.link_state),
+                partial(ops.set_link_state, pf, vf, state),
+                partial(ops.set_link_state, pf, vf, orig.link_state),
             )
         )
     return steps
@@ -160,12 +160,12 @@ def apply_pf_settings(
     ops: VfOps, pf: str, vf: int, want: PfSettings, orig: VfInfo, rb: Rollback
 ) -> None:
     """Write every configured setting; each one's undo is on ``rb`` first."""
-    for name, what, apply, restore in _steps(ops, pf, vf, want, orig):
-        rb.push(restore, f"restore {name} of VF {vf} on {pf}")
+    for step in _steps(ops, pf, vf, want, orig):
+        rb.push(step.restore, f"restore {step.name} of VF {vf} on {pf}")
         try:
-            apply()
+            step.apply()
         except KernelError as exc:
-            raise _fail(pf, vf, what, exc) from exc
+            raise _fail(pf, vf, step.error, exc) from exc
 
 
 def restore_pf_settings(
@@ -177,10 +177,10 @@ def restore_pf_settings(
     fails. Returns the failures (empty when all were restored).
     """
     failures: list[str] = []
-    for name, _what, _apply, restore in reversed(_steps(ops, pf, vf, want, orig)):
+    for step in reversed(_steps(ops, pf, vf, want, orig)):
         try:
-            restore()
+            step.restore()
         except KernelError as exc:
-            log.error("restoring %s of VF %d on %s failed: %s", name, vf, pf, exc)
-            failures.append(f"restore {name} of VF {vf} on {pf}: {exc}")
+            log.error("restoring %s of VF %d on %s failed: %s", step.name, vf, pf, exc)
+            failures.append(f"restore {step.name} of VF {vf} on {pf}: {exc}")
     return failures

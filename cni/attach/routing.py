@@ -39,7 +39,7 @@ import ipaddress
 import logging
 import re
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 
@@ -215,7 +215,7 @@ def add_addresses(
     for cidr in addresses:
         try:
             if family_of(cidr) == AF_INET6:
-                links.add_address(ifname, cidr, netns, nodad=True)  # type: ignore[call-arg]
+                links.add_address(ifname, cidr, netns, nodad=True)
             else:
                 links.add_address(ifname, cidr, netns)
         except LinkExists:
@@ -295,9 +295,9 @@ def remove_routing(
     """
     failures: list[str] = []
 
-    def attempt(what: str, fn: object) -> None:
+    def attempt(what: str, fn: Callable[[], object]) -> None:
         try:
-            fn()  # type: ignore[operator]
+            fn()
         except (LookupError, KernelError) as exc:
             if _is_gone(exc):
                 return
@@ -305,12 +305,12 @@ def remove_routing(
             failures.append(f"{what}: {exc}")
 
     for rule in rules:
-        attempt(f"remove rule from {rule.src}", lambda r=rule: links.del_rule(r, netns))
+        attempt(f"remove rule from {rule.src}", partial(links.del_rule, rule, netns))
     for route in routes:
-        attempt(f"remove route {route.dst}", lambda r=route: links.del_route(r, netns))
+        attempt(f"remove route {route.dst}", partial(links.del_route, route, netns))
     for route in saved_main:
         attempt(
-            f"restore main route {route.dst}", lambda r=route: _restore(links, r, netns)
+            f"restore main route {route.dst}", partial(_restore, links, route, netns)
         )
     return failures
 

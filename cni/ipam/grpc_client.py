@@ -124,6 +124,7 @@ class IpamdClient:
         self.target = target
         self.timeout = timeout
         self._channel = open_channel(target, tls_ca, tls_cert, tls_key)
+        # The generated gRPC module carries no annotations.
         self.stub = pb_grpc.IpamStub(self._channel)  # type: ignore[no-untyped-call]
 
     @classmethod

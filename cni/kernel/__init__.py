@@ -222,6 +222,7 @@ class Links(Protocol):
         """Add ``cidr``; ``noprefixroute`` skips the kernel's subnet route in main,
         ``nodad`` skips IPv6 DAD (our own NDP probe runs right after)."""
         ...
+
     def del_address(self, name: str, cidr: str, netns: NetnsPath = None) -> None: ...
     def flush_addresses(self, name: str, netns: NetnsPath = None) -> None: ...
     def add_route(self, route: RouteSpec, netns: NetnsPath = None) -> None: ...
@@ -277,14 +278,23 @@ class Probes(Protocol):
     """
 
     def conflict(
-        self, ifname: str, ip: str, netns: NetnsPath, tries: int = 3,
+        self,
+        ifname: str,
+        ip: str,
+        netns: NetnsPath,
+        tries: int = 3,
         interval: float = 0.1,
     ) -> ProbeAnswer | None:
         """Another host answering for ``ip`` (DAD-style probe), or None."""
         ...
 
     def gateway(
-        self, ifname: str, ip: str, gateway: str, netns: NetnsPath, tries: int = 3,
+        self,
+        ifname: str,
+        ip: str,
+        gateway: str,
+        netns: NetnsPath,
+        tries: int = 3,
         interval: float = 0.1,
     ) -> ProbeAnswer | None:
         """The gateway's answer to a probe from ``ip``, or None if it is silent."""
@@ -303,8 +313,13 @@ class NicProbes(Probes, Protocol):
     """
 
     def probe_nic(
-        self, ifname: str, ips: Sequence[str], gateways: Sequence[GatewayCheck],
-        netns: NetnsPath, tries: int = 3, interval: float = 0.1,
+        self,
+        ifname: str,
+        ips: Sequence[str],
+        gateways: Sequence[GatewayCheck],
+        netns: NetnsPath,
+        tries: int = 3,
+        interval: float = 0.1,
     ) -> NicProbeReport:
         """Conflict probes for ``ips`` and ``gateways`` probes, families in parallel.
 
@@ -348,7 +363,7 @@ class RdmaOps(Protocol):
     """NETLINK_RDMA nldev: netns mode and moving RDMA devices between netns."""
 
     def netns_mode(self) -> str:
-        """"exclusive" or "shared"; NotSupported when the host has no RDMA."""
+        """ "exclusive" or "shared"; NotSupported when the host has no RDMA."""
         ...
 
     def devices(self, netns: NetnsPath = None) -> list[str]:

@@ -24,6 +24,7 @@ Contract extensions (optional keywords / extra methods, all backward compatible)
 from __future__ import annotations
 
 import asyncio
+import builtins
 import errno
 import ipaddress
 import os
@@ -383,7 +384,7 @@ class PyRoute2Links:
 
     # ---------------------------------------------------------- addresses
 
-    def _addr_dump(self, netns: NetnsPath, index: int) -> list[Any]:
+    def _addr_dump(self, netns: NetnsPath, index: int) -> builtins.list[Any]:
         def factory() -> ifaddrmsg:
             msg = ifaddrmsg()
             msg["family"] = socket.AF_UNSPEC
@@ -400,7 +401,7 @@ class PyRoute2Links:
         addr = msg.get_attr("IFA_LOCAL") or msg.get_attr("IFA_ADDRESS")
         return f"{addr}/{msg['prefixlen']}"
 
-    def addresses(self, name: str, netns: NetnsPath = None) -> list[str]:
+    def addresses(self, name: str, netns: NetnsPath = None) -> builtins.list[str]:
         index = self._index(name, netns)
         return [
             self._addr_cidr(m)
@@ -542,7 +543,7 @@ class PyRoute2Links:
 
     def routes(
         self, table: int = 254, family: int = 0, netns: NetnsPath = None
-    ) -> list[RouteSpec]:
+    ) -> builtins.list[RouteSpec]:
         def factory() -> rtmsg:
             msg = rtmsg()
             msg["family"] = family
@@ -617,7 +618,9 @@ class PyRoute2Links:
             f"delete rule from {rule.src} lookup {rule.table} pref {rule.priority}",
         )
 
-    def rules(self, family: int = 0, netns: NetnsPath = None) -> list[RuleSpec]:
+    def rules(
+        self, family: int = 0, netns: NetnsPath = None
+    ) -> builtins.list[RuleSpec]:
         """Every IPv4/IPv6 "lookup" rule; no source reads as "0.0.0.0/0" ("::/0")."""
 
         def factory() -> fibmsg:

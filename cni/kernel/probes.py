@@ -50,7 +50,7 @@ import socket
 import struct
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -128,7 +128,7 @@ def checksum(data: bytes) -> int:
     """RFC 1071 Internet checksum."""
     if len(data) % 2:
         data += b"\x00"
-    total = sum(struct.unpack(f"!{len(data) // 2}H", data))
+    total: int = sum(struct.unpack(f"!{len(data) // 2}H", data))
     while total >> 16:
         total = (total & 0xFFFF) + (total >> 16)
     return ~total & 0xFFFF
@@ -448,6 +448,25 @@ def _run(
                         return
 
 
+def _probe_one(
+    ifname: str,
+    target: str,
+    netns: NetnsPath,
+    kind: str,
+    make: Callable[[_Link], _Probe],
+    tries: int,
+    interval: float,
+) -> ProbeAnswer | None:
+    """One probe towards ``target`` on a socket of its family; its answer."""
+    proto = "ARP" if ipaddress.ip_address(target).version == 4 else "NDP"
+    with _packet_socket(ifname, _proto_of(target), netns) as link:
+        if _ipoib_skip(link, ifname, f"{proto} {kind} probe"):
+            return None
+        probe = make(link)
+        _run({probe.proto: link}, [probe], tries, interval)
+        return probe.answer
+
+
 class RawProbes:
     """``NicProbes`` over AF_PACKET raw sockets; see the module doc for the frames."""
 
@@ -459,14 +478,15 @@ class RawProbes:
         tries: int = 3,
         interval: float = 0.1,
     ) -> ProbeAnswer | None:
-        v4 = ipaddress.ip_address(ip).version == 4
-        what = "ARP conflict probe" if v4 else "NDP conflict probe"
-        with _packet_socket(ifname, _proto_of(ip), netns) as link:
-            if _ipoib_skip(link, ifname, what):
-                return None
-            probe = _conflict_probe(link, ip)
-            _run({probe.proto: link}, [probe], tries, interval)
-            return probe.answer
+        return _probe_one(
+            ifname,
+            ip,
+            netns,
+            "conflict",
+            lambda link: _conflict_probe(link, ip),
+            tries,
+            interval,
+        )
 
     def gateway(
         self,
@@ -477,14 +497,15 @@ class RawProbes:
         tries: int = 3,
         interval: float = 0.1,
     ) -> ProbeAnswer | None:
-        v4 = ipaddress.ip_address(gateway).version == 4
-        what = "ARP gateway probe" if v4 else "NDP gateway probe"
-        with _packet_socket(ifname, _proto_of(gateway), netns) as link:
-            if _ipoib_skip(link, ifname, what):
-                return None
-            probe = _gateway_probe(link, ip, gateway)
-            _run({probe.proto: link}, [probe], tries, interval)
-            return probe.answer
+        return _probe_one(
+            ifname,
+            gateway,
+            netns,
+            "gateway",
+            lambda link: _gateway_probe(link, ip, gateway),
+            tries,
+            interval,
+        )
 
     def probe_nic(
         self,

@@ -69,7 +69,8 @@ def pyudev_monitor(source: str) -> EventSource:
     for subsystem in SUBSYSTEMS:
         monitor.filter_by(subsystem)
     monitor.start()
-    return monitor  # type: ignore[no-any-return]
+    started: EventSource = monitor  # pyudev is untyped; a Monitor polls
+    return started
 
 
 class UdevWaiter:

@@ -600,7 +600,9 @@ def renumber_rdma(lab_dir: Path | str, pci: str, new_name: str) -> str:
         raise ValueError(f"bad RDMA device name {new_name!r}")
     with _locked(lab_dir) as st:
         devices = st.get("rdma", {})
-        old = next((n for n, d in devices.items() if d["pci"] == pci), None)
+        old: str | None = next(
+            (str(n) for n, d in devices.items() if d["pci"] == pci), None
+        )
         if old is None:
             raise DeviceNotFound(f"no RDMA device of {pci} on the simulated host")
         if new_name != old:

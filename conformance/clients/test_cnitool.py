@@ -57,12 +57,6 @@ def deleted_at_exit(
         run([cnitool, "del", net, netns], env=env, check=False)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="sriov reads only the top-level deviceID, not runtimeConfig.deviceID "
-    "(capability deviceID, what CAP_ARGS/libcni deliver): requested from the "
-    "sriov owner; rdma already accepts it",
-)
 def test_cnitool_add_check_del_sriov_with_rdma_chained_from_cap_args(
     cnitool: str, make_host, rp_netns, tmp_short: Path
 ) -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
+from dataclasses import fields
 from itertools import groupby
 from typing import Any
 
@@ -90,21 +91,8 @@ allocations_table = sa.Table(
     ),
 )
 
-_ROW_FIELDS = [
-    "pool",
-    "ip",
-    "version",
-    "network",
-    "container_id",
-    "ifname",
-    "netns",
-    "pod_namespace",
-    "pod_name",
-    "pod_uid",
-    "node",
-    "sticky",
-    "created_at",
-]
+# The allocations columns named like the record's fields, in its order.
+_ROW_FIELDS = tuple(f.name for f in fields(AllocationRow))
 
 
 def _row_dict(row: AllocationRow) -> dict[str, Any]:

@@ -35,21 +35,26 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from cni.attach.detection import DetectionPolicy
-from cni.attach.ipam_glue import ipam_request, to_result
+from cni.attach.commands import (
+    IpamFactory,
+    check_vf,
+    ipam_status,
+    prev_attachment,
+    raise_gc_errors,
+    resources,
+)
+from cni.attach.commands import attach_spec as attach_spec_for
+from cni.attach.ipam_glue import to_result
 from cni.attach.lifecycle import (
     RELEASE_PENDING,
     AttachContext,
     AttachSpec,
     DetachRequest,
     ReleasePending,
-    RoutingPolicy,
     attach,
-    check,
     detach,
     gc,
     remember_home,
@@ -79,34 +84,6 @@ VFIO = "vfio-pci"
 #: Seconds to wait for the VF's netdev / RDMA device after a driver rebind.
 REBIND_TIMEOUT_ENV = "RAILYARD_IB_REBIND_TIMEOUT"
 DEFAULT_REBIND_TIMEOUT = 15.0
-
-IpamFactory = Callable[[Mapping[str, Any], Mapping[str, str]], "IpamClient | None"]
-
-
-def _real_ipam(netconf: Mapping[str, Any], env: Mapping[str, str]) -> IpamClient | None:
-    from cni.ipam.choose import choose_ipam
-
-    return choose_ipam(netconf, env)
-
-
-@contextmanager
-def _resources(
-    args: CmdArgs,
-    deps: Deps | None,
-    ipam_factory: IpamFactory | None,
-    with_ipam: bool = True,
-) -> Iterator[tuple[Deps, IpamClient | None]]:
-    if deps is None:
-        from cni.deps import real_deps
-
-        deps = real_deps(args.env)
-    ipam = (ipam_factory or _real_ipam)(args.netconf, args.env) if with_ipam else None
-    try:
-        yield deps, ipam
-    finally:
-        if ipam is not None:
-            ipam.close()
-        deps.close()
 
 
 def rebind_timeout(env: Mapping[str, str]) -> float:
@@ -300,29 +277,8 @@ class GuidHook:
 
 
 def attach_spec(args: CmdArgs, conf: IbConf) -> AttachSpec:
-    return AttachSpec(
-        plugin=PLUGIN,
-        network=conf.name,
-        container_id=args.container_id,
-        ifname=args.ifname,
-        netns=args.netns,
-        pci=conf.device_id,
-        pf_settings=PfSettings(link_state=conf.link_state),
-        mtu=conf.mtu,
-        ipam_request=ipam_request(args, conf),
-        ipam_type=conf.ipam_type,
-        ipam_conf=dict(conf.ipam),
-        detection=DetectionPolicy(
-            conflict=conf.detect_ip_conflict, gateway=conf.detect_gateway
-        ),
-        routing=RoutingPolicy(
-            enabled=conf.policy_routing,
-            table=conf.route_table,
-            priority=conf.rule_priority,
-            default_route_nic=conf.pod_default_route_nic,
-        ),
-        rdma_isolation=conf.rdma_isolation,
-    )
+    """The netconf and env of an ADD as the shared VF lifecycle wants them."""
+    return attach_spec_for(PLUGIN, args, conf, PfSettings(link_state=conf.link_state))
 
 
 def add(args: CmdArgs, conf: IbConf, deps: Deps, ipam: IpamClient | None) -> Result:
@@ -336,7 +292,7 @@ def cmd_add(
     args: CmdArgs, deps: Deps | None = None, ipam_factory: IpamFactory | None = None
 ) -> Result:
     conf = load_conf(args.netconf, args.cni_args)
-    with _resources(args, deps, ipam_factory) as (d, ipam):
+    with resources(args, deps, ipam_factory) as (d, ipam):
         return add(args, conf, d, ipam)
 
 
@@ -391,7 +347,7 @@ def cmd_del(
     args: CmdArgs, deps: Deps | None = None, ipam_factory: IpamFactory | None = None
 ) -> None:
     conf = load_conf(args.netconf, args.cni_args, require_device=False)
-    with _resources(args, deps, ipam_factory) as (d, ipam):
+    with resources(args, deps, ipam_factory) as (d, ipam):
         delete(args, conf, d, ipam)
 
 
@@ -402,27 +358,9 @@ def cmd_check(
     args: CmdArgs, deps: Deps | None = None, ipam_factory: IpamFactory | None = None
 ) -> None:
     conf = load_conf(args.netconf, args.cni_args, require_device=False)
-    prev = conf.base.prev_result
-    if prev is None:
-        raise CniError(CHECK_FAILED, "required prevResult missing")
-    idx = next(
-        (i for i, it in enumerate(prev.interfaces) if it.name == args.ifname), None
-    )
-    if idx is None:
-        raise CniError(CHECK_FAILED, f"interface {args.ifname} not found in prevResult")
-    ips = [str(ip.address) for ip in prev.ips if ip.interface in (idx, None)]
-    with _resources(args, deps, ipam_factory) as (d, ipam):
-        if ipam is not None:
-            ipam.check(conf.name, args.container_id, args.ifname)
-        check(
-            d,
-            PLUGIN,
-            args.container_id,
-            args.ifname,
-            args.netns,
-            ips,
-            prev.interfaces[idx].mac,
-        )
+    prev = prev_attachment(conf.base.prev_result, args.ifname)
+    with resources(args, deps, ipam_factory) as (d, ipam):
+        check_vf(d, ipam, PLUGIN, conf.name, args, prev)
         st = store_for(d, PLUGIN).load(args.container_id, args.ifname)
         if st is not None and st.rdma_device:
             if st.rdma_device not in d.rdma.devices(args.netns):
@@ -435,7 +373,7 @@ def cmd_gc(
     args: CmdArgs, deps: Deps | None = None, ipam_factory: IpamFactory | None = None
 ) -> None:
     conf = load_conf(args.netconf, args.cni_args, require_device=False)
-    with _resources(args, deps, ipam_factory) as (d, ipam):
+    with resources(args, deps, ipam_factory) as (d, ipam):
         errors = gc(d, PLUGIN, conf.name, args.valid_attachments, ipam)
         timeout = rebind_timeout(args.env)
         for rec in list(StateCache(d.state_dir, GUID_RECORDS).records()):
@@ -448,8 +386,7 @@ def cmd_gc(
                     _finish_guid(d, rec.container_id, rec.ifname, timeout)
             except CniError as exc:
                 errors.append(f"{rec.container_id}/{rec.ifname}: {exc}")
-    if errors:
-        raise CniError(DEVICE_ERROR, "GC incomplete", "; ".join(errors))
+    raise_gc_errors(errors)
 
 
 def cmd_status(
@@ -460,18 +397,12 @@ def cmd_status(
     if conf.rdma_isolation:
         from cni.attach.rdma import require_exclusive
 
-        with _resources(args, deps, ipam_factory, with_ipam=False) as (d, _):
+        with resources(args, deps, ipam_factory, with_ipam=False) as (d, _):
             try:
                 require_exclusive(d.rdma)
             except CniError as exc:
                 raise CniError(STATUS_UNAVAILABLE, exc.msg, exc.details) from exc
-    ipam = (ipam_factory or _real_ipam)(args.netconf, args.env)
-    if ipam is None:
-        return
-    try:
-        ipam.status()
-    finally:
-        ipam.close()
+    ipam_status(args, ipam_factory)
 
 
 FUNCS = PluginFuncs(

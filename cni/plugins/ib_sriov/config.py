@@ -21,34 +21,27 @@ kept in the state so ib-kubernetes tooling can read it back.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from cni.args import CniArgs, args_cni, requested_guid
-from cni.errors import DECODE_FAILURE, INVALID_CONFIG, CniError
+from cni.attach import conf as keys
+from cni.attach.conf import DEFAULT_RULE_PRIORITY, BaseFields, json_value, opt_str
 from cni.types import NetConf as BaseNetConf
 
-LINK_STATES = {"auto": 0, "enable": 1, "disable": 2}
 GUID_RE = re.compile(r"^([0-9a-fA-F]{2}:){7}[0-9a-fA-F]{2}$")
 PKEY_RE = re.compile(r"^(0[xX])?[0-9a-fA-F]{1,4}$")
-PCI_RE = re.compile(r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
 MAX_PKEY = 0x7FFF
 IB_APP_KEY = "mellanox.infiniband.app"
 IB_APP_CONFIGURED = "configured"
-DEFAULT_RULE_PRIORITY = 900  # the same as sriov's, so `ip rule` reads the same
-RESERVED_TABLES = frozenset({0, 253, 254, 255})
-MAX_TABLE = 2**32 - 1
 
-
-def _err(msg: str, details: str = "") -> CniError:
-    return CniError(INVALID_CONFIG, msg, details)
+_err = keys.config_error
 
 
 @dataclass(frozen=True, slots=True)
-class IbConf:
+class IbConf(BaseFields):
     """A validated ib-sriov netconf."""
 
     base: BaseNetConf
@@ -67,51 +60,18 @@ class IbConf:
     route_table: int | None = None
     rule_priority: int = DEFAULT_RULE_PRIORITY
 
-    @property
-    def cni_version(self) -> str:
-        return self.base.cni_version
-
-    @property
-    def name(self) -> str:
-        return self.base.name
-
-    # The three below (and ``name``) make us a ``cni.attach.ipam_glue.IpamConf``.
-    @property
-    def ipam(self) -> dict[str, Any]:
-        return self.base.ipam
-
-    @property
-    def ipam_type(self) -> str:
-        return self.base.ipam_type
-
-    @property
-    def raw(self) -> dict[str, Any]:
-        return self.base.raw
-
 
 # ------------------------------------------------------------------ values
 
 
-def _get(
-    data: Mapping[str, Any], key: str, kind: type | tuple[type, ...], what: str
-) -> Any:
-    value = data.get(key)
-    if value is None:
-        return None
-    # bool is an int subclass; Go's json rejects true for an int field.
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise CniError(
-            DECODE_FAILURE,
-            "LoadConf(): failed to load netconf",
-            f"json: cannot unmarshal {json.dumps(value)} into field {key} of type "
-            f"{what}",
-        )
+def _opt_bool(data: Mapping[str, Any], key: str) -> bool | None:
+    value: bool | None = json_value(data, key, bool, "bool")
     return value
 
 
 def _bool(data: Mapping[str, Any], key: str, default: bool) -> bool:
-    value = _get(data, key, bool, "bool")
-    return default if value is None else bool(value)
+    value = _opt_bool(data, key)
+    return default if value is None else value
 
 
 def validate_guid(guid: str) -> str:
@@ -144,17 +104,6 @@ def validate_pkey(pkey: str) -> str:
     return f"0x{value:04x}"
 
 
-def _table(value: int | None) -> int | None:
-    if value is None:
-        return None
-    if value in RESERVED_TABLES or not 0 < value <= MAX_TABLE:
-        raise _err(
-            f"routeTable {value} invalid: must be 1-{MAX_TABLE} and not a reserved "
-            "table (253 default, 254 main, 255 local)"
-        )
-    return value
-
-
 # ------------------------------------------------------------------- load
 
 
@@ -168,17 +117,8 @@ def load_conf(
     DEL, GC and STATUS pass ``require_device=False``: they work from the state.
     """
     base = BaseNetConf.from_dict(data)
-    device_id = _get(data, "deviceID", str, "string") or ""
-    if not device_id and require_device:
-        raise _err("LoadConf(): VF pci addr is required")
-    if device_id and not PCI_RE.match(device_id):
-        raise _err(
-            f"LoadConf(): invalid PCI address {device_id}",
-            "expected DDDD:BB:DD.F, e.g. 0000:af:00.2",
-        )
-    link_state = _get(data, "link_state", str, "string") or ""
-    if link_state and link_state not in LINK_STATES:
-        raise _err(f"LoadConf(): invalid link_state value: {link_state}")
+    device_id = keys.device_id(data, require_device)
+    link_state = keys.link_state(data)
     if base.ipam_type == "dhcp":
         raise _err("ipam type dhcp is not supported")
 
@@ -194,30 +134,24 @@ def load_conf(
             "infiniband SRIOV-CNI failed, Unexpected error. GUID must be provided "
             "by ib-kubernetes"
         )
-    pkey = _get(data, "pkey", str, "string") or ""
+    pkey = opt_str(data, "pkey") or ""
 
-    mtu = _get(data, "mtu", int, "int")
-    if mtu is not None and mtu <= 0:
-        raise _err(f"mtu {mtu} invalid: must be a positive number")
-    prio = _get(data, "rulePriority", int, "int")
-    if prio is not None and not 0 < prio < 32766:
-        raise _err(
-            f"rulePriority {prio} invalid: must be 1-32765 (before the main table)"
-        )
+    mtu = keys.mtu(data)
+    prio = keys.rule_priority(data)
     return IbConf(
         base=base,
-        device_id=device_id.lower(),
+        device_id=device_id,
         guid=validate_guid(guid) if guid else "",
         pkey=validate_pkey(pkey),
-        link_state=LINK_STATES[link_state] if link_state else None,
+        link_state=link_state,
         rdma_isolation=_bool(data, "rdmaIsolation", False),
         ib_kubernetes=ib_kubernetes,
-        vfio_pci_mode=_get(data, "vfioPciMode", bool, "bool"),
+        vfio_pci_mode=_opt_bool(data, "vfioPciMode"),
         mtu=mtu,
         detect_ip_conflict=_bool(data, "detectIPConflict", True),
         detect_gateway=_bool(data, "detectGateway", True),
-        pod_default_route_nic=_get(data, "podDefaultRouteNIC", str, "string") or "",
+        pod_default_route_nic=opt_str(data, "podDefaultRouteNIC") or "",
         policy_routing=_bool(data, "policyRouting", True),
-        route_table=_table(_get(data, "routeTable", int, "int")),
-        rule_priority=DEFAULT_RULE_PRIORITY if prio is None else prio,
+        route_table=keys.route_table(data),
+        rule_priority=prio,
     )

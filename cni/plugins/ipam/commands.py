@@ -28,11 +28,11 @@ imported lazily by the default client factory.
 from __future__ import annotations
 
 import logging
-import socket
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from cni.args import requested_ips
+from cni.attach.ipam_glue import attachment_request
 from cni.errors import CHECK_FAILED, INVALID_CONFIG, CniError
 from cni.ipam import IpamClient, IpamError, IpamRequest, IpamResult
 from cni.skel import CmdArgs, PluginFuncs
@@ -40,7 +40,6 @@ from cni.types import IPConfig, Result, Route, parse_cidr, parse_ip, parse_netwo
 
 log = logging.getLogger(__name__)
 
-NODE_NAME_ENV = "RAILYARD_NODE_NAME"
 ClientFactory = Callable[[Mapping[str, Any], Mapping[str, str]], IpamClient]
 
 
@@ -80,20 +79,13 @@ def ipam_request(args: CmdArgs) -> IpamRequest:
         raise CniError(
             INVALID_CONFIG, "invalid network config", "'ipam.sticky' must be a boolean"
         )
-    cni_args = args.cni_args
-    return IpamRequest(
-        network=args.conf.name,
-        container_id=args.container_id,
-        ifname=args.ifname,
-        netns=args.netns,
-        pod_namespace=cni_args.k8s_pod_namespace,
-        pod_name=cni_args.k8s_pod_name,
-        pod_uid=cni_args.k8s_pod_uid,
-        node_name=args.env.get(NODE_NAME_ENV) or socket.gethostname(),
-        ipv4_pools=_pools(ipam, "default_ipv4_ippool"),
-        ipv6_pools=_pools(ipam, "default_ipv6_ippool"),
-        requested_ips=requested_ips(args.netconf, cni_args),
-        sticky=sticky,
+    return attachment_request(
+        args,
+        args.conf.name,
+        _pools(ipam, "default_ipv4_ippool"),
+        _pools(ipam, "default_ipv6_ippool"),
+        requested_ips(args.netconf, args.cni_args),
+        sticky,
     )
 
 

@@ -2,9 +2,9 @@
 """The sriov plugin's commands: parse and validate first, then build the deps.
 
 ``cmd_*(args)`` is what ``cni.skel`` calls: it validates the netconf (a config
-error costs no pyroute2/grpc import), then builds the real dependencies
-(``cni.deps.real_deps``) and the IPAM client (``cni.ipam.choose``) and hands
-them to ``add``/``delete``/... which tests call with their own ``Deps``.
+error costs no pyroute2/grpc import), then builds the real dependencies and the
+IPAM client (``cni.attach.commands.resources``) unless a test passed its own
+``Deps`` and IPAM factory, and runs the shared lifecycle (``cni.attach``).
 
 Module-level imports: standard library and cni's light modules only.
 """
@@ -12,23 +12,20 @@ Module-level imports: standard library and cni's light modules only.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from cni.attach.detection import DetectionPolicy
-from cni.attach.ipam_glue import ipam_request, to_result
-from cni.attach.lifecycle import (
-    AttachSpec,
-    DetachRequest,
-    RoutingPolicy,
-    attach,
-    check,
-    detach,
-    gc,
+from cni.attach.commands import (
+    IpamFactory,
+    check_vf,
+    ipam_status,
+    prev_attachment,
+    raise_gc_errors,
+    resources,
 )
+from cni.attach.commands import attach_spec as attach_spec_for
+from cni.attach.ipam_glue import to_result
+from cni.attach.lifecycle import AttachSpec, DetachRequest, attach, detach, gc
 from cni.attach.pf import PfSettings
-from cni.errors import CHECK_FAILED, DEVICE_ERROR, CniError
 from cni.ipam import IpamClient
 from cni.plugins.sriov.config import NetConf, load_conf
 from cni.skel import CmdArgs, PluginFuncs
@@ -40,31 +37,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PLUGIN = "sriov"
-
-IpamFactory = Callable[[Mapping[str, Any], Mapping[str, str]], "IpamClient | None"]
-
-
-def _real_ipam(netconf: Mapping[str, Any], env: Mapping[str, str]) -> IpamClient | None:
-    from cni.ipam.choose import choose_ipam
-
-    return choose_ipam(netconf, env)
-
-
-@contextmanager
-def _resources(
-    args: CmdArgs, deps: Deps | None, ipam_factory: IpamFactory | None
-) -> Iterator[tuple[Deps, IpamClient | None]]:
-    if deps is None:
-        from cni.deps import real_deps
-
-        deps = real_deps(args.env)
-    ipam = (ipam_factory or _real_ipam)(args.netconf, args.env)
-    try:
-        yield deps, ipam
-    finally:
-        if ipam is not None:
-            ipam.close()
-        deps.close()
 
 
 # --------------------------------------------------------------------- ADD
@@ -83,30 +55,7 @@ def attach_spec(args: CmdArgs, nc: NetConf) -> AttachSpec:
         min_tx_rate=nc.min_tx_rate,
         max_tx_rate=nc.max_tx_rate,
     )
-    return AttachSpec(
-        plugin=PLUGIN,
-        network=nc.name,
-        container_id=args.container_id,
-        ifname=args.ifname,
-        netns=args.netns,
-        pci=nc.device_id,
-        pf_settings=pf,
-        mac=nc.mac or None,
-        mtu=nc.mtu,
-        ipam_request=ipam_request(args, nc),
-        ipam_type=nc.ipam_type,
-        ipam_conf=dict(nc.ipam),
-        detection=DetectionPolicy(
-            conflict=nc.detect_ip_conflict, gateway=nc.detect_gateway
-        ),
-        routing=RoutingPolicy(
-            enabled=nc.policy_routing,
-            table=nc.route_table,
-            priority=nc.rule_priority,
-            default_route_nic=nc.pod_default_route_nic,
-        ),
-        rdma_isolation=nc.rdma_isolation,
-    )
+    return attach_spec_for(PLUGIN, args, nc, pf, mac=nc.mac or None)
 
 
 def add(args: CmdArgs, nc: NetConf, deps: Deps, ipam: IpamClient | None) -> Result:
@@ -118,7 +67,7 @@ def cmd_add(
     args: CmdArgs, deps: Deps | None = None, ipam_factory: IpamFactory | None = None
 ) -> Result:
     nc = load_conf(args.netconf, args.cni_args)
-    with _resources(args, deps, ipam_factory) as (d, ipam):
+    with resources(args, deps, ipam_factory) as (d, ipam):
         return add(args, nc, d, ipam)
 
 
@@ -130,7 +79,7 @@ def cmd_del(
 ) -> None:
     nc = load_conf(args.netconf, args.cni_args, require_device=False)
     req = DetachRequest(PLUGIN, nc.name, args.container_id, args.ifname, args.netns)
-    with _resources(args, deps, ipam_factory) as (d, ipam):
+    with resources(args, deps, ipam_factory) as (d, ipam):
         detach(d, req, ipam)
 
 
@@ -141,27 +90,9 @@ def cmd_check(
     args: CmdArgs, deps: Deps | None = None, ipam_factory: IpamFactory | None = None
 ) -> None:
     nc = load_conf(args.netconf, args.cni_args, require_device=False)
-    prev = nc.base.prev_result
-    if prev is None:
-        raise CniError(CHECK_FAILED, "required prevResult missing")
-    idx = next(
-        (i for i, it in enumerate(prev.interfaces) if it.name == args.ifname), None
-    )
-    if idx is None:
-        raise CniError(CHECK_FAILED, f"interface {args.ifname} not found in prevResult")
-    ips = [str(ip.address) for ip in prev.ips if ip.interface in (idx, None)]
-    with _resources(args, deps, ipam_factory) as (d, ipam):
-        if ipam is not None:
-            ipam.check(nc.name, args.container_id, args.ifname)
-        check(
-            d,
-            PLUGIN,
-            args.container_id,
-            args.ifname,
-            args.netns,
-            ips,
-            prev.interfaces[idx].mac,
-        )
+    prev = prev_attachment(nc.base.prev_result, args.ifname)
+    with resources(args, deps, ipam_factory) as (d, ipam):
+        check_vf(d, ipam, PLUGIN, nc.name, args, prev)
 
 
 # ------------------------------------------------------------- STATUS, GC
@@ -172,24 +103,16 @@ def cmd_status(
 ) -> None:
     """STATUS: 50 when ipamd (or the delegated IPAM's STATUS) says unavailable."""
     load_conf(args.netconf, args.cni_args, require_device=False)
-    ipam = (ipam_factory or _real_ipam)(args.netconf, args.env)
-    if ipam is None:
-        return
-    try:
-        ipam.status()
-    finally:
-        ipam.close()
+    ipam_status(args, ipam_factory)
 
 
 def cmd_gc(
     args: CmdArgs, deps: Deps | None = None, ipam_factory: IpamFactory | None = None
 ) -> None:
     nc = load_conf(args.netconf, args.cni_args, require_device=False)
-    with _resources(args, deps, ipam_factory) as (d, ipam):
+    with resources(args, deps, ipam_factory) as (d, ipam):
         errors = gc(d, PLUGIN, nc.name, args.valid_attachments, ipam)
-    if errors:
-        # SPEC.md "GC": go on past errors, report them at the end.
-        raise CniError(DEVICE_ERROR, "GC incomplete", "; ".join(errors))
+    raise_gc_errors(errors)
 
 
 FUNCS = PluginFuncs(

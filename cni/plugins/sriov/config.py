@@ -21,32 +21,24 @@ from dataclasses import dataclass
 from typing import Any
 
 from cni.args import CniArgs, requested_mac
-from cni.errors import DECODE_FAILURE, INVALID_CONFIG, CniError
+from cni.attach import conf as keys
+from cni.attach.conf import DEFAULT_RULE_PRIORITY, BaseFields, opt_int, opt_str
+from cni.errors import DECODE_FAILURE, CniError
 from cni.types import NetConf as BaseNetConf
 
 PROTO_8021Q = "802.1q"
 PROTO_8021AD = "802.1ad"
 #: IFLA_VF_VLAN_INFO ``vlan_proto`` values (ETH_P_8021Q / ETH_P_8021AD).
 VLAN_PROTO_NUMBERS = {PROTO_8021Q: 0x8100, PROTO_8021AD: 0x88A8}
-LINK_STATES = {"auto": 0, "enable": 1, "disable": 2}
-#: Rule priority used when the netconf names none: below the kernel's main
-#: (32766) and default (32767) rules, distinct from coordinator's fwmark rule
-#: (1000), and the same for every NIC so ``ip rule`` stays readable.
-DEFAULT_RULE_PRIORITY = 900
-#: Linux reserves 0 (unspec) and 253..255 (default, main, local).
-RESERVED_TABLES = frozenset({0, 253, 254, 255})
-MAX_TABLE = 2**32 - 1
 
-_PCI_RE = re.compile(r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
 _MAC_RE = re.compile(r"^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$")
 
 
-def _err(msg: str, details: str = "") -> CniError:
-    return CniError(INVALID_CONFIG, msg, details)
+_err = keys.config_error
 
 
 @dataclass(frozen=True, slots=True)
-class NetConf:
+class NetConf(BaseFields):
     """A validated sriov netconf (one plugin of a conflist, as stdin carries it).
 
     ``base`` holds the keys every plugin shares (cniVersion, name, ipam,
@@ -74,26 +66,6 @@ class NetConf:
     rule_priority: int = DEFAULT_RULE_PRIORITY
 
     @property
-    def cni_version(self) -> str:
-        return self.base.cni_version
-
-    @property
-    def name(self) -> str:
-        return self.base.name
-
-    @property
-    def ipam(self) -> dict[str, Any]:
-        return self.base.ipam
-
-    @property
-    def ipam_type(self) -> str:
-        return self.base.ipam_type
-
-    @property
-    def raw(self) -> dict[str, Any]:
-        return self.base.raw
-
-    @property
     def vlan_proto_number(self) -> int:
         return VLAN_PROTO_NUMBERS[self.vlan_proto or PROTO_8021Q]
 
@@ -113,34 +85,6 @@ def decode(stdin: bytes | str) -> dict[str, Any]:
             f"expected a JSON object, got {type(data).__name__}",
         )
     return data
-
-
-def _opt_int(data: Mapping[str, Any], key: str) -> int | None:
-    value = data.get(key)
-    if value is None:
-        return None
-    # bool is an int subclass in Python; Go's json rejects true for *int.
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise CniError(
-            DECODE_FAILURE,
-            "LoadConf(): failed to load netconf",
-            f"json: cannot unmarshal {json.dumps(value)} into field {key} of type int",
-        )
-    return value
-
-
-def _opt_str(data: Mapping[str, Any], key: str) -> str | None:
-    value = data.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise CniError(
-            DECODE_FAILURE,
-            "LoadConf(): failed to load netconf",
-            f"json: cannot unmarshal {json.dumps(value)} into field {key} of type "
-            "string",
-        )
-    return value
 
 
 def _opt_bool(data: Mapping[str, Any], key: str, default: bool) -> bool:
@@ -210,17 +154,6 @@ def _validate_mac(mac: str) -> str:
     return mac
 
 
-def _validate_table(value: int | None, key: str) -> int | None:
-    if value is None:
-        return None
-    if value in RESERVED_TABLES or not 0 < value <= MAX_TABLE:
-        raise _err(
-            f"{key} {value} invalid: must be 1-{MAX_TABLE} and not a reserved "
-            "table (253 default, 254 main, 255 local)"
-        )
-    return value
-
-
 def load_conf(
     stdin: bytes | str | Mapping[str, Any],
     cni_args: CniArgs | None = None,
@@ -236,59 +169,44 @@ def load_conf(
     """
     data = dict(stdin) if isinstance(stdin, Mapping) else decode(stdin)
     base = BaseNetConf.from_dict(data)
-    device_id = _opt_str(data, "deviceID") or ""
-    if not device_id and require_device:
-        raise _err("LoadConf(): VF pci addr is required")
-    if device_id and not _PCI_RE.match(device_id):
-        raise _err(
-            f"LoadConf(): invalid PCI address {device_id}",
-            "expected DDDD:BB:DD.F, e.g. 0000:af:00.2",
-        )
-    vlan = _opt_int(data, "vlan")
+    device_id = keys.device_id(data, require_device)
+    vlan = opt_int(data, "vlan")
     qos, proto = _validate_vlan(
-        vlan, _opt_int(data, "vlanQoS"), _opt_str(data, "vlanProto")
+        vlan, opt_int(data, "vlanQoS"), opt_str(data, "vlanProto")
     )
-    link_state_raw = _opt_str(data, "link_state") or ""
-    if link_state_raw and link_state_raw not in LINK_STATES:
-        raise _err(f"LoadConf(): invalid link_state value: {link_state_raw}")
+    link_state = keys.link_state(data)
 
-    mac = requested_mac(data, cni_args or CniArgs()) or _opt_str(data, "mac") or ""
+    mac = requested_mac(data, cni_args or CniArgs()) or opt_str(data, "mac") or ""
 
-    mtu = _opt_int(data, "mtu")
-    if mtu is not None and mtu <= 0:
-        raise _err(f"mtu {mtu} invalid: must be a positive number")
+    mtu = keys.mtu(data)
     for key in ("min_tx_rate", "max_tx_rate"):
-        rate = _opt_int(data, key)
+        rate = opt_int(data, key)
         if rate is not None and rate < 0:
             raise _err(f"{key} {rate} invalid: must be 0 or more Mbps")
 
-    prio = _opt_int(data, "rulePriority")
-    if prio is not None and not 0 < prio < 32766:
-        raise _err(
-            f"rulePriority {prio} invalid: must be 1-32765 (before the main table)"
-        )
+    prio = keys.rule_priority(data)
     # ``enableRdma`` is Spiderpool's older spelling of ``rdmaIsolation``.
     rdma = _opt_bool(data, "rdmaIsolation", False) or _opt_bool(
         data, "enableRdma", False
     )
     return NetConf(
         base=base,
-        device_id=device_id.lower(),
+        device_id=device_id,
         vlan=vlan,
         vlan_qos=qos,
         vlan_proto=proto,
         mac=_validate_mac(mac),
-        spoofchk=_on_off(_opt_str(data, "spoofchk")),
-        trust=_on_off(_opt_str(data, "trust")),
-        link_state=LINK_STATES[link_state_raw] if link_state_raw else None,
-        min_tx_rate=_opt_int(data, "min_tx_rate"),
-        max_tx_rate=_opt_int(data, "max_tx_rate"),
+        spoofchk=_on_off(opt_str(data, "spoofchk")),
+        trust=_on_off(opt_str(data, "trust")),
+        link_state=link_state,
+        min_tx_rate=opt_int(data, "min_tx_rate"),
+        max_tx_rate=opt_int(data, "max_tx_rate"),
         mtu=mtu,
         detect_ip_conflict=_opt_bool(data, "detectIPConflict", True),
         detect_gateway=_opt_bool(data, "detectGateway", True),
-        pod_default_route_nic=_opt_str(data, "podDefaultRouteNIC") or "",
+        pod_default_route_nic=opt_str(data, "podDefaultRouteNIC") or "",
         rdma_isolation=rdma,
         policy_routing=_opt_bool(data, "policyRouting", True),
-        route_table=_validate_table(_opt_int(data, "routeTable"), "routeTable"),
-        rule_priority=DEFAULT_RULE_PRIORITY if prio is None else prio,
+        route_table=keys.route_table(data),
+        rule_priority=prio,
     )

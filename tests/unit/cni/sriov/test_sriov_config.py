@@ -48,6 +48,16 @@ def test_missing_device_id_is_accepted_for_del() -> None:
     assert load_conf(json.dumps(data), require_device=False).device_id == ""
 
 
+def test_device_id_falls_back_to_the_deviceid_capability() -> None:
+    """cnitool's CAP_ARGS and multus' selection element deliver the VF as
+    ``runtimeConfig.deviceID``; the top-level key (multus' injection) wins."""
+    data = conf(runtimeConfig={"deviceID": "0000:AF:00.3"})
+    del data["deviceID"]
+    assert load_conf(json.dumps(data)).device_id == "0000:af:00.3"
+    both = conf(runtimeConfig={"deviceID": "0000:af:00.3"})
+    assert load_conf(json.dumps(both)).device_id == PCI
+
+
 def test_malformed_pci_address_is_rejected() -> None:
     err = error_of(conf(deviceID="af:00.2"))
     assert err.msg == "LoadConf(): invalid PCI address af:00.2"

@@ -1,0 +1,157 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Command plumbing the sriov and ib-sriov plugins share around the lifecycle.
+
+Standard library, ``cni.errors``, ``cni.types`` and ``cni.attach`` only; the
+real dependencies (``cni.deps``) and IPAM client (``cni.ipam.choose``) are
+imported inside the functions that build them, after the netconf was
+validated, so a config error costs no pyroute2/grpc import.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Protocol
+
+from cni.attach.detection import DetectionPolicy
+from cni.attach.ipam_glue import IpamConf, ipam_request
+from cni.attach.lifecycle import AttachSpec, RoutingPolicy, check
+from cni.attach.pf import PfSettings
+from cni.errors import CHECK_FAILED, DEVICE_ERROR, CniError
+from cni.types import Result
+
+if TYPE_CHECKING:
+    from cni.deps import Deps
+    from cni.ipam import IpamClient
+    from cni.skel import CmdArgs
+
+#: Builds the IPAM client of a netconf (tests pass one returning a fake).
+IpamFactory = Callable[[Mapping[str, Any], Mapping[str, str]], "IpamClient | None"]
+
+
+class VfConf(IpamConf, Protocol):
+    """What ``attach_spec`` reads from either plugin's netconf."""
+
+    @property
+    def device_id(self) -> str: ...
+    @property
+    def mtu(self) -> int | None: ...
+    @property
+    def rdma_isolation(self) -> bool: ...
+    @property
+    def detect_ip_conflict(self) -> bool: ...
+    @property
+    def detect_gateway(self) -> bool: ...
+    @property
+    def policy_routing(self) -> bool: ...
+    @property
+    def route_table(self) -> int | None: ...
+    @property
+    def rule_priority(self) -> int: ...
+    @property
+    def pod_default_route_nic(self) -> str: ...
+
+
+def attach_spec(
+    plugin: str,
+    args: CmdArgs,
+    conf: VfConf,
+    pf_settings: PfSettings,
+    mac: str | None = None,
+) -> AttachSpec:
+    """The netconf and env of an ADD as the shared VF lifecycle wants them."""
+    return AttachSpec(
+        plugin=plugin,
+        network=conf.name,
+        container_id=args.container_id,
+        ifname=args.ifname,
+        netns=args.netns,
+        pci=conf.device_id,
+        pf_settings=pf_settings,
+        mac=mac,
+        mtu=conf.mtu,
+        ipam_request=ipam_request(args, conf),
+        ipam_type=conf.ipam_type,
+        ipam_conf=dict(conf.ipam),
+        detection=DetectionPolicy(
+            conflict=conf.detect_ip_conflict, gateway=conf.detect_gateway
+        ),
+        routing=RoutingPolicy(
+            enabled=conf.policy_routing,
+            table=conf.route_table,
+            priority=conf.rule_priority,
+            default_route_nic=conf.pod_default_route_nic,
+        ),
+        rdma_isolation=conf.rdma_isolation,
+    )
+
+
+def real_ipam(netconf: Mapping[str, Any], env: Mapping[str, str]) -> IpamClient | None:
+    from cni.ipam.choose import choose_ipam
+
+    return choose_ipam(netconf, env)
+
+
+@contextmanager
+def resources(
+    args: CmdArgs,
+    deps: Deps | None,
+    ipam_factory: IpamFactory | None,
+    with_ipam: bool = True,
+) -> Iterator[tuple[Deps, IpamClient | None]]:
+    """The command's deps (real ones unless given) and IPAM client, both closed
+    on exit."""
+    if deps is None:
+        from cni.deps import real_deps
+
+        deps = real_deps(args.env)
+    ipam = (ipam_factory or real_ipam)(args.netconf, args.env) if with_ipam else None
+    try:
+        yield deps, ipam
+    finally:
+        if ipam is not None:
+            ipam.close()
+        deps.close()
+
+
+def ipam_status(args: CmdArgs, ipam_factory: IpamFactory | None) -> None:
+    """STATUS of the netconf's IPAM (50 when it says unavailable); none: fine."""
+    ipam = (ipam_factory or real_ipam)(args.netconf, args.env)
+    if ipam is None:
+        return
+    try:
+        ipam.status()
+    finally:
+        ipam.close()
+
+
+def prev_attachment(prev: Result | None, ifname: str) -> tuple[list[str], str]:
+    """CHECK: the addresses and MAC prevResult gives ``ifname``."""
+    if prev is None:
+        raise CniError(CHECK_FAILED, "required prevResult missing")
+    idx = next((i for i, it in enumerate(prev.interfaces) if it.name == ifname), None)
+    if idx is None:
+        raise CniError(CHECK_FAILED, f"interface {ifname} not found in prevResult")
+    ips = [str(ip.address) for ip in prev.ips if ip.interface in (idx, None)]
+    return ips, prev.interfaces[idx].mac
+
+
+def check_vf(
+    deps: Deps,
+    ipam: IpamClient | None,
+    plugin: str,
+    network: str,
+    args: CmdArgs,
+    prev: tuple[Sequence[str], str],
+) -> None:
+    """CHECK: IPAM still holds the attachment, and the VF is as ADD left it."""
+    if ipam is not None:
+        ipam.check(network, args.container_id, args.ifname)
+    ips, mac = prev
+    check(deps, plugin, args.container_id, args.ifname, args.netns, ips, mac)
+
+
+def raise_gc_errors(errors: Sequence[str]) -> None:
+    # SPEC.md "GC": go on past errors, report them at the end.
+    if errors:
+        raise CniError(DEVICE_ERROR, "GC incomplete", "; ".join(errors))

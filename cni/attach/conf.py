@@ -1,0 +1,150 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Netconf keys the sriov and ib-sriov plugins share, read with the peers' messages.
+
+Imports only the standard library and the pure ``cni.{errors,types}``: a config
+error is reported without loading pyroute2 or grpc.
+
+``deviceID``, ``link_state`` keep sriov-cni's / ib-sriov-cni's ``LoadConf()``
+messages; a value of the wrong JSON type reads like Go's json.Unmarshal (code
+6). The messages are part of compatibility: both plugins' tests pin them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from cni.errors import DECODE_FAILURE, INVALID_CONFIG, CniError
+from cni.types import NetConf as BaseNetConf
+
+LINK_STATES = {"auto": 0, "enable": 1, "disable": 2}
+PCI_RE = re.compile(r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
+#: Rule priority used when the netconf names none: below the kernel's main
+#: (32766) and default (32767) rules, distinct from coordinator's fwmark rule
+#: (1000), and the same for every NIC so ``ip rule`` stays readable.
+DEFAULT_RULE_PRIORITY = 900
+#: Linux reserves 0 (unspec) and 253..255 (default, main, local).
+RESERVED_TABLES = frozenset({0, 253, 254, 255})
+MAX_TABLE = 2**32 - 1
+
+
+def config_error(msg: str, details: str = "") -> CniError:
+    return CniError(INVALID_CONFIG, msg, details)
+
+
+class BaseFields:
+    """The ``base`` netconf keys as attributes (``ipam_glue.IpamConf`` needs
+    ``name``, ``ipam``, ``ipam_type`` and ``raw``); mixed into the plugins'
+    frozen dataclasses, which hold ``base``."""
+
+    __slots__ = ()
+    base: BaseNetConf
+
+    @property
+    def cni_version(self) -> str:
+        return self.base.cni_version
+
+    @property
+    def name(self) -> str:
+        return self.base.name
+
+    @property
+    def ipam(self) -> dict[str, Any]:
+        return self.base.ipam
+
+    @property
+    def ipam_type(self) -> str:
+        return self.base.ipam_type
+
+    @property
+    def raw(self) -> dict[str, Any]:
+        return self.base.raw
+
+
+def json_value(
+    data: Mapping[str, Any], key: str, kind: type | tuple[type, ...], what: str
+) -> Any:
+    """``data[key]`` if it is a ``kind`` (None when absent or null), else code 6."""
+    value = data.get(key)
+    if value is None:
+        return None
+    # bool is an int subclass; Go's json rejects true for an int field.
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise CniError(
+            DECODE_FAILURE,
+            "LoadConf(): failed to load netconf",
+            f"json: cannot unmarshal {json.dumps(value)} into field {key} of type "
+            f"{what}",
+        )
+    return value
+
+
+def opt_int(data: Mapping[str, Any], key: str) -> int | None:
+    value: int | None = json_value(data, key, int, "int")
+    return value
+
+
+def opt_str(data: Mapping[str, Any], key: str) -> str | None:
+    value: str | None = json_value(data, key, str, "string")
+    return value
+
+
+def device_id(data: Mapping[str, Any], require: bool) -> str:
+    """``deviceID`` lower-cased; "" when absent and not ``require``d.
+
+    The top-level key (multus injects it from the device plugin's allocation)
+    wins; ``runtimeConfig.deviceID`` (the well-known ``deviceID`` capability:
+    cnitool's CAP_ARGS, multus' selection element) is the fallback, as rdma-cni
+    reads it too.
+    """
+    from cni.args import runtime_device_id
+
+    value = opt_str(data, "deviceID") or runtime_device_id(data)
+    if not value and require:
+        raise config_error("LoadConf(): VF pci addr is required")
+    if value and not PCI_RE.match(value):
+        raise config_error(
+            f"LoadConf(): invalid PCI address {value}",
+            "expected DDDD:BB:DD.F, e.g. 0000:af:00.2",
+        )
+    return value.lower()
+
+
+def link_state(data: Mapping[str, Any]) -> int | None:
+    """``link_state`` as IFLA_VF_LINK_STATE's number; None leaves it alone."""
+    raw = opt_str(data, "link_state") or ""
+    if raw and raw not in LINK_STATES:
+        raise config_error(f"LoadConf(): invalid link_state value: {raw}")
+    return LINK_STATES[raw] if raw else None
+
+
+def mtu(data: Mapping[str, Any]) -> int | None:
+    value = opt_int(data, "mtu")
+    if value is not None and value <= 0:
+        raise config_error(f"mtu {value} invalid: must be a positive number")
+    return value
+
+
+def rule_priority(data: Mapping[str, Any]) -> int:
+    value = opt_int(data, "rulePriority")
+    if value is None:
+        return DEFAULT_RULE_PRIORITY
+    if not 0 < value < 32766:
+        raise config_error(
+            f"rulePriority {value} invalid: must be 1-32765 (before the main table)"
+        )
+    return value
+
+
+def route_table(data: Mapping[str, Any]) -> int | None:
+    value = opt_int(data, "routeTable")
+    if value is None:
+        return None
+    if value in RESERVED_TABLES or not 0 < value <= MAX_TABLE:
+        raise config_error(
+            f"routeTable {value} invalid: must be 1-{MAX_TABLE} and not a reserved "
+            "table (253 default, 254 main, 255 local)"
+        )
+    return value
