@@ -498,9 +498,9 @@ class Lab:
         pod (``devN`` if that name is taken there). A veth would die instead, so
         the stand-ins are moved back first, then the namespace is deleted.
         RDMA devices recorded there fall back to the host by themselves (see
-        ``cni.sim.recording``). The fake tree is left as it is: plain files
-        cannot follow renames as sysfs does, so it keeps naming the lab's netdev
-        (plugins find a returned VF by its pod name, MAC or ifindex as well).
+        ``cni.sim.recording``). Afterwards the fake tree's ``net/`` entries are
+        re-synced to the names the returned VFs now have in the host, which is
+        what real sysfs shows at that moment (``net1``, or ``devN``).
         """
         name = netns_name_of(pod_netns)
         if name is None:
@@ -522,6 +522,10 @@ class Lab:
             )
             host_links.add(target)
         run_ip(["netns", "del", name])
+        from cni.sim.recording import host_netdev
+
+        for _, vf in self.vfs():
+            host_netdev(self.dir, vf.pci)
 
     # ------------------------------------------------------------------ down
 
