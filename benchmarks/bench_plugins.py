@@ -8,7 +8,7 @@ through the same libcni-like runtime (``cni.sim.runtime``), each plugin a
 fresh process as under a real runtime:
 
 - railyard: ``[sriov (ipam spiderpool -> ipamd over gRPC), tuning mtu 4200]``
-  - the netdev move via a temporary netns, PF-side settings (recorded), MTU,
+  - the netdev moved into the pod and renamed there, PF-side settings (recorded), MTU,
   addresses, policy routing, ARP/NDP detection and announce; timed with
   detection on (the default) and off;
 - Debian (containernetworking-plugins in /usr/lib/cni):
