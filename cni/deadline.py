@@ -108,16 +108,11 @@ class OutputOnce:
 
     def write(self, text: str) -> bool:
         """Write ``text`` and flush unless something was written already."""
-        with self._lock:
-            if self.written:
-                return False
-            self.written = True
-            self._stream.write(text)
-            self._stream.flush()
-            return True
+        return self.try_write(text, timeout=-1)
 
     def try_write(self, text: str, timeout: float) -> bool:
-        """Like ``write`` but gives up after ``timeout`` if the lock is busy."""
+        """Like ``write`` but gives up after ``timeout`` (-1: waits) if the lock
+        is busy."""
         if not self._lock.acquire(timeout=timeout):
             return False
         try:

@@ -16,6 +16,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from cni.args import runtime_device_id
 from cni.errors import DECODE_FAILURE, INVALID_CONFIG, CniError
 from cni.types import NetConf as BaseNetConf
 
@@ -99,8 +100,6 @@ def device_id(data: Mapping[str, Any], require: bool) -> str:
     cnitool's CAP_ARGS, multus' selection element) is the fallback, as rdma-cni
     reads it too.
     """
-    from cni.args import runtime_device_id
-
     value = opt_str(data, "deviceID") or runtime_device_id(data)
     if not value and require:
         raise config_error("LoadConf(): VF pci addr is required")
