@@ -46,7 +46,6 @@ class Deps:
     waiter: DeviceWaiter
     sysfs: Sysfs
     state_dir: Path  # caches and locks live below it
-    simulated: bool = False
 
     def close(self) -> None:
         self.links.close()
@@ -110,5 +109,4 @@ def real_deps(env: Mapping[str, str] | None = None) -> Deps:
         waiter=UdevWaiter(sysfs),
         sysfs=sysfs,
         state_dir=state_dir(env),
-        simulated=lab is not None,
     )
