@@ -13,7 +13,7 @@ config on stdin) and is run N times:
 - VERSION through ``cni.skel`` with the commands handed over as a factory
   (``main(lambda: import_module(...).FUNCS, ...)``): what a plugin
   ``__main__`` that defers its commands module pays;
-- on a simulated host (``cni.sim.lab``, one rail, ipamd running): a real
+- on a simulated host (``railyard_sim.lab``, one rail, ipamd running): a real
   ``sriov`` ADD and DEL, IPv4 only and dual stack, detection on and off.
 
 Per case: median and min wall time, then the import time by origin, taken
@@ -27,7 +27,7 @@ Bytecode of ``cni`` and ``ipamd`` is compiled first (as packaging/install.sh
 does), and the plugins run without the caller's environment, so
 PYTHONDONTWRITEBYTECODE cannot make them recompile on every start.
 
-Imports: standard library; ``cni.sim`` for the lab.
+Imports: standard library; ``railyard_sim`` for the lab.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cni.sim.runtime import DEBIAN_BIN, INSTALLED_BIN, PLUGINS  # noqa: E402
+from railyard_sim.runtime import DEBIAN_BIN, INSTALLED_BIN, PLUGINS  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
@@ -267,8 +267,8 @@ def entry_cases(runs: int, state: Path, installed: Path) -> None:
 
 
 def lab_cases(runs: int, root: Path) -> None:
-    from cni.sim import daemon
-    from cni.sim.lab import Lab
+    from railyard_sim import daemon
+    from railyard_sim.lab import Lab
 
     with Lab.up(root / "lab", rails=1, vfs_per_pf=1) as lab:
         daemon.start(lab.dir)

@@ -3,8 +3,8 @@
 
 Run as root: ``.venv/bin/python benchmarks/bench_plugins.py [--runs N]``.
 
-Both sides do the same work on the simulated host (``cni.sim.lab``, 8 rails)
-through the same libcni-like runtime (``cni.sim.runtime``), each plugin a
+Both sides do the same work on the simulated host (``railyard_sim.lab``, 8 rails)
+through the same libcni-like runtime (``railyard_sim.runtime``), each plugin a
 fresh process as under a real runtime:
 
 - railyard: ``[sriov (ipam spiderpool -> ipamd over gRPC), tuning mtu 4200]``
@@ -41,9 +41,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cni.sim import daemon  # noqa: E402
-from cni.sim.lab import Lab  # noqa: E402
-from cni.sim.runtime import (  # noqa: E402
+from railyard_sim import daemon  # noqa: E402
+from railyard_sim.lab import Lab  # noqa: E402
+from railyard_sim.runtime import (  # noqa: E402
     DEBIAN_BIN,
     Attachment,
     PluginError,

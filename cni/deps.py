@@ -8,7 +8,7 @@ function; tests build a ``Deps`` of their own. Adapters are imported inside
 The simulated host is an explicit product mode, not a hidden backdoor: when
 ``RAILYARD_SIM_ROOT`` names a lab directory that carries the lab's marker file,
 sysfs is read under ``<lab>/sys`` and the PF-side VF settings, GUIDs and RDMA
-netlink go to the recording seam in ``cni.sim.recording``. Every other line
+netlink go to the recording seam in ``railyard_sim.recording``. Every other line
 (links, netns, probes, locks, caches, IPAM) is the production path. A WARNING is
 logged on every call so a node never runs simulated by accident.
 """
@@ -88,7 +88,7 @@ def real_deps(env: Mapping[str, str] | None = None) -> Deps:
     lab = sim_root(env)
     if lab is not None:
         log.warning("SIMULATED HOST: sysfs under %s/sys, VF/RDMA ops recorded", lab)
-        from cni.sim.recording import RecordingRdmaOps, RecordingVfOps
+        from railyard_sim.recording import RecordingRdmaOps, RecordingVfOps
 
         sysfs = Sysfs(root=lab / "sys")
         vf: VfOps = RecordingVfOps(lab)

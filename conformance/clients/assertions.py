@@ -10,7 +10,7 @@ from __future__ import annotations
 import ipaddress
 import time
 
-from cni.sim.lab import RailSpec, VfSpec
+from railyard_sim.lab import RailSpec, VfSpec
 
 from . import netview
 from .host import SimHost, netns_identity

@@ -5,13 +5,13 @@
   ``ipamd`` (found by the conformance suite's ``installation`` fixture: the
   node's /opt/cni/bin + /opt/railyard from ``./dev test``, or a session install).
   The tests exec only these, never the source tree.
-- ``SimHost``: a ``cni.sim.lab.Lab`` (veth "VFs" in this, the root, netns, so that
+- ``SimHost``: a ``railyard_sim.lab.Lab`` (veth "VFs" in this, the root, netns, so that
   every runtime's plugin execs see them) plus an ipamd on a unix socket in the lab
   directory, serving the lab's SpiderIPPools. ``env`` is what a plugin process
   needs to use it (``RAILYARD_SIM_ROOT``, ``RAILYARD_STATE_DIR``,
   ``RAILYARD_IPAMD_SOCKET``).
 
-Imports: standard library, and ``cni.sim.lab`` for building the lab (test
+Imports: standard library, and ``railyard_sim.lab`` for building the lab (test
 infrastructure; it is not the code under test).
 """
 
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cni.sim.lab import Lab, RailSpec, VfSpec
+from railyard_sim.lab import Lab, RailSpec, VfSpec
 
 from . import netview
 

@@ -10,7 +10,7 @@
   RDMA device), emulated with the seam's own rebind.
 
 ``RenumberingVfOps`` renames the RDMA device with the seam's public
-``cni.sim.recording.renumber_rdma``.
+``railyard_sim.recording.renumber_rdma``.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from cni.kernel import NetnsPath
-from cni.sim.lab import run_ip
-from cni.sim.pci_tree import PciTree
-from cni.sim.recording import (
+from railyard_sim.lab import run_ip
+from railyard_sim.pci_tree import PciTree
+from railyard_sim.recording import (
     RecordingRdmaOps,
     RecordingVfOps,
     read_state,

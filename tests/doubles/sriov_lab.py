@@ -3,7 +3,7 @@
 read-backs.
 
 Used by the sriov, ib-sriov and rdma kernel/integration tests and the
-benchmark. ``Harness`` owns one ``cni.sim.lab.Lab`` (veth VFs - IPoIB ones on
+benchmark. ``Harness`` owns one ``railyard_sim.lab.Lab`` (veth VFs - IPoIB ones on
 IB rails -, fabric netns with gateways, fake PCI tree with RDMA devices), a
 tmp state dir and a ``FakeIpam`` holding the lab's pools; ``deps()`` builds
 the production dependencies for the lab (``RAILYARD_SIM_ROOT``), with
@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from cni.deps import Deps, real_deps
-from cni.sim.lab import Lab, RailSpec, VfSpec, ip_json
-from cni.sim.recording import RecordingVfOps
+from railyard_sim.lab import Lab, RailSpec, VfSpec, ip_json
+from railyard_sim.recording import RecordingVfOps
 from cni.skel import CmdArgs
 from tests.doubles.fake_ipam import FakeIpam, FakePool
 from tests.doubles.faults import FaultProxy

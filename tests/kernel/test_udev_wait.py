@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """UdevWaiter against real kernel uevents from veth create, rename and delete.
 
-The PCI view is a tmp fake tree (cni.sim.pci_tree), updated *before* the veth
+The PCI view is a tmp fake tree (railyard_sim.pci_tree), updated *before* the veth
 action, as the simulated host's rebind emulation does. The action is started
 from the waiter's first sysfs read (which sees nothing), so the only way the
 wait can return is being woken by the uevent and re-reading the tree: the
@@ -20,7 +20,7 @@ import pytest
 
 from cni.kernel import Timeout
 from cni.kernel.udev import UdevWaiter, udev_source
-from cni.sim.pci_tree import PciTree
+from railyard_sim.pci_tree import PciTree
 from tests.conftest import unique_name
 
 pytestmark = pytest.mark.kernel

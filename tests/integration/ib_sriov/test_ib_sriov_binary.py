@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from cni.sim.recording import Journal, rdma_location
+from railyard_sim.recording import Journal, rdma_location
 from cni.state.locks import Locks
 from tests.doubles.sriov_lab import GUID, Harness, pod_links
 from tests.doubles.sriov_lab import link as host_link

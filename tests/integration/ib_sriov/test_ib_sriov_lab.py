@@ -16,7 +16,7 @@ import pytest
 from cni.errors import CniError
 from cni.ipam import IpamError
 from cni.plugins.ib_sriov import commands
-from cni.sim.recording import (
+from railyard_sim.recording import (
     Journal,
     RecordingVfOps,
     rdma_location,
@@ -112,7 +112,7 @@ def test_guid_is_set_the_renamed_netdev_moves_and_del_restores_everything(
 
 def test_del_restores_all_f_when_the_original_guid_was_zero(h: Harness) -> None:
     rail, vf = h.ib_rail(), h.ib_rail().vfs[1]
-    from cni.sim.recording import RecordingVfOps
+    from railyard_sim.recording import RecordingVfOps
 
     zero = "00:00:00:00:00:00:00:00"
     RecordingVfOps(h.lab.dir).set_node_guid(rail.pf_netdev, vf.index, zero)
@@ -231,7 +231,7 @@ def test_check_passes_then_fails_when_the_rdma_device_left_the_pod(
     checked = {**conf, "prevResult": res.to_json("1.0.0")}  # type: ignore[attr-defined]
     args = h.args("CHECK", checked, pod)
     commands.cmd_check(args, deps=h.deps(), ipam_factory=h.ipam_factory)
-    from cni.sim.recording import RecordingRdmaOps
+    from railyard_sim.recording import RecordingRdmaOps
 
     RecordingRdmaOps(h.lab.dir).move(vf.rdma, None, netns=pod)
     with pytest.raises(CniError) as info:
@@ -279,7 +279,7 @@ def test_gc_restores_guid_and_vf_of_attachments_the_runtime_dropped(
 def test_a_del_whose_guid_restore_fails_keeps_the_record_and_a_retry_finishes(
     h: Harness,
 ) -> None:
-    from cni.sim.recording import Faults
+    from railyard_sim.recording import Faults
 
     rail, vf = h.ib_rail(), h.ib_rail().vfs[0]
     orig_guids = h.guids(rail, vf)
@@ -302,7 +302,7 @@ def test_a_retried_add_keeps_the_original_guid_an_earlier_add_recorded(
     h: Harness,
 ) -> None:
     """ib-sriov-cni #217: a retried ADD must not cache our GUID as the original."""
-    from cni.sim.recording import RecordingVfOps
+    from railyard_sim.recording import RecordingVfOps
 
     rail, vf = h.ib_rail(), h.ib_rail().vfs[0]
     orig_guids = h.guids(rail, vf)

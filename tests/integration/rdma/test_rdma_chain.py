@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """The rdma binary chained after sriov, on the simulated host, as a runtime runs it.
 
-Plugins are the real console scripts executed by ``cni.sim.runtime.Runtime``
+Plugins are the real console scripts executed by ``railyard_sim.runtime.Runtime``
 (libcni's conflist semantics: prevResult chaining on ADD, reverse DEL). The
 lab records each RDMA device's netns; reads go through the recording state,
 never through the plugin's own adapters. No IPAM: the RDMA part is the point.
@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from cni.sim.lab import Lab, RailSpec, VfSpec
-from cni.sim.recording import rdma_location, set_netns_mode
-from cni.sim.runtime import DEBIAN_BIN, Attachment, PluginError, Runtime, plugin_bin_dir
+from railyard_sim.lab import Lab, RailSpec, VfSpec
+from railyard_sim.recording import rdma_location, set_netns_mode
+from railyard_sim.runtime import DEBIAN_BIN, Attachment, PluginError, Runtime, plugin_bin_dir
 
 pytestmark = pytest.mark.integration
 

@@ -16,7 +16,7 @@ import pytest
 from cni.errors import CniError
 from cni.ipam import IpamError
 from cni.plugins.sriov import commands
-from cni.sim.recording import rdma_location
+from railyard_sim.recording import rdma_location
 from tests.doubles.sriov_lab import Harness, link
 
 pytestmark = pytest.mark.kernel

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cni.sim.lab import Lab
+from railyard_sim.lab import Lab
 
 
 @pytest.fixture

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from cni.sim import daemon
-from cni.sim.lab import Lab, link_names, netns_names
-from cni.sim.recording import Faults
+from railyard_sim import daemon
+from railyard_sim.lab import Lab, link_names, netns_names
+from railyard_sim.recording import Faults
 
 pytestmark = [pytest.mark.kernel, pytest.mark.integration]
 
-SIM = [sys.executable, "-m", "cni.sim.cli"]
+SIM = [sys.executable, "-m", "railyard_sim.cli"]
 
 
 def sim(*args: str) -> subprocess.CompletedProcess[str]:
@@ -177,7 +177,7 @@ class _Installed:
     def __init__(self, bin_dir: Path) -> None:
         bin_dir.mkdir()
         self.sim = bin_dir / "railyard-sim"
-        self.sim.write_text(f'#!/bin/sh\nexec {sys.executable} -m cni.sim.cli "$@"\n')
+        self.sim.write_text(f'#!/bin/sh\nexec {sys.executable} -m railyard_sim.cli "$@"\n')
         self.sim.chmod(0o755)
         self.ipamd = Path(sys.executable).parent / "ipamd"
 

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from cni.sim.lab import link_names, netns_names
-from cni.sim.recording import Faults
+from railyard_sim.lab import link_names, netns_names
+from railyard_sim.recording import Faults
 
 pytestmark = [pytest.mark.kernel, pytest.mark.integration]
 
-SIM = [sys.executable, "-m", "cni.sim.cli"]
+SIM = [sys.executable, "-m", "railyard_sim.cli"]
 IPAMD = str(Path(sys.executable).parent / "ipamd")
 
 

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from cni.kernel import DeviceNotFound
-from cni.sim.lab import Lab, link_names, netns_names
-from cni.sim.recording import (
+from railyard_sim.lab import Lab, link_names, netns_names
+from railyard_sim.recording import (
     Journal,
     RecordingRdmaOps,
     RecordingVfOps,
@@ -194,7 +194,7 @@ def test_mount_over_sys_shows_the_fake_tree_at_the_real_path(lab: Lab) -> None:
     target = lab.dir / "mnt-target"
     target.mkdir()
     code = (
-        "import os, sys; from cni.sim.pci_tree import PciTree; "
+        "import os, sys; from railyard_sim.pci_tree import PciTree; "
         "t = PciTree(sys.argv[1]); "
         "cm = t.mount_over_sys(sys.argv[2]); d = cm.__enter__(); "
         "print(os.path.basename(os.readlink(f'{d}/devices/{sys.argv[3]}/physfn'))); "

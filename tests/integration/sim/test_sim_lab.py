@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from cni.sim.lab import Lab, LabError, link_names, netns_names
+from railyard_sim.lab import Lab, LabError, link_names, netns_names
 
 pytestmark = [pytest.mark.kernel, pytest.mark.integration]
 
@@ -216,7 +216,7 @@ def test_lab_builds_inside_a_private_netns_without_touching_the_caller_one(
     tmp_path: Path,
 ) -> None:
     code = (
-        "import sys, json; from cni.sim.lab import Lab, link_names; "
+        "import sys, json; from railyard_sim.lab import Lab, link_names; "
         "lab = Lab.up(sys.argv[1], rails=1, vfs_per_pf=1); "
         "print(json.dumps([lab.prefix, link_names()])); lab.down()"
     )

@@ -8,8 +8,8 @@ import subprocess
 
 import pytest
 
-from cni.sim import pods
-from cni.sim.lab import Lab, LabError, link_names, netns_names
+from railyard_sim import pods
+from railyard_sim.lab import Lab, LabError, link_names, netns_names
 
 pytestmark = [pytest.mark.kernel, pytest.mark.integration]
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from cni.sim.lab import Lab, link_names
-from cni.sim.runtime import DEBIAN_BIN, Attachment, PluginError, Runtime
+from railyard_sim.lab import Lab, link_names
+from railyard_sim.runtime import DEBIAN_BIN, Attachment, PluginError, Runtime
 
 pytestmark = [pytest.mark.kernel, pytest.mark.integration]
 

@@ -3,7 +3,7 @@
 
 One 8-rail lab and one ipamd (SQLite in the lab dir) per module; every test
 uses its own pod netns and container IDs, and DELs what it ADDed, so the tests
-stay independent. Conflists run through ``cni.sim.runtime`` (libcni-like),
+stay independent. Conflists run through ``railyard_sim.runtime`` (libcni-like),
 with the plugins under their CNI type names and Debian's ``tuning``.
 """
 
@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from cni.sim import daemon
-from cni.sim.lab import Lab
-from cni.sim.runtime import DEBIAN_BIN, Attachment, PluginError, Runtime, plugin_bin_dir
+from railyard_sim import daemon
+from railyard_sim.lab import Lab
+from railyard_sim.runtime import DEBIAN_BIN, Attachment, PluginError, Runtime, plugin_bin_dir
 from tests.doubles.sriov_lab import addresses, link, netns_name, routes, rules
 
 pytestmark = pytest.mark.integration
@@ -123,7 +123,7 @@ def ping(netns: str, ifname: str, dst: str) -> bool:
 def test_spiderpool_rendered_conflist_with_rdma_and_tuning_works_unchanged(
     lab: Lab, runtime: Runtime, pod: str
 ) -> None:
-    from cni.sim.recording import RecordingRdmaOps
+    from railyard_sim.recording import RecordingRdmaOps
 
     vf = lab.rail(1).vfs[0]
     host_before = link(vf.netdev)

@@ -22,7 +22,7 @@ from cni.errors import IPAM_ERROR, CniError
 from cni.ipam import IpamError
 from cni.kernel import KernelError
 from cni.plugins.sriov import commands
-from cni.sim.recording import Faults, RecordingRdmaOps
+from railyard_sim.recording import Faults, RecordingRdmaOps
 from tests.doubles.sriov_lab import Harness, link, rules, vf_table
 
 pytestmark = pytest.mark.kernel

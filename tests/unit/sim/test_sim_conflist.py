@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cni.sim.lab import plan
-from cni.sim.pods import conflist
-from cni.sim.runtime import plugin_bin_dir
+from railyard_sim.lab import plan
+from railyard_sim.pods import conflist
+from railyard_sim.runtime import plugin_bin_dir
 
 
 def test_roce_rail_renders_sriov_then_rdma_with_spiderpool_ipam(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cni.sim.pci_tree import PciTree
+from railyard_sim.pci_tree import PciTree
 
 PF = "0000:af:00.0"
 VF0 = "0000:af:00.2"

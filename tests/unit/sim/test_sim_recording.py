@@ -17,9 +17,9 @@ from cni.kernel import (
     NotSupported,
     VfInfo,
 )
-from cni.sim.lab import Manifest, plan
-from cni.sim.pci_tree import PciTree
-from cni.sim.recording import (
+from railyard_sim.lab import Manifest, plan
+from railyard_sim.pci_tree import PciTree
+from railyard_sim.recording import (
     Faults,
     Journal,
     RecordingRdmaOps,
@@ -75,7 +75,7 @@ def test_settings_written_by_one_process_are_read_by_another(
     tmp_path: Path, pf: str
 ) -> None:
     code = (
-        "import sys; from cni.sim.recording import RecordingVfOps as R; "
+        "import sys; from railyard_sim.recording import RecordingVfOps as R; "
         f"o = R(sys.argv[1]); o.set_vlan({pf!r}, 0, 100, 3, 0x88a8); "
         f"o.set_mac({pf!r}, 0, '02:AA:BB:CC:DD:EE'); o.set_trust({pf!r}, 0, True); "
         f"o.set_rate({pf!r}, 0, 10, 100); o.set_link_state({pf!r}, 0, 2)"

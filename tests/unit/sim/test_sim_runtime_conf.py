@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cni.sim.runtime import Attachment, PluginError, Runtime
+from railyard_sim.runtime import Attachment, PluginError, Runtime
 
 # A plugin that logs what it received and answers: ADD appends an interface
 # named after its type to prevResult; a config key "fail" makes it error.

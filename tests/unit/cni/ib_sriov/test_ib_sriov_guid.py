@@ -17,7 +17,7 @@ from cni.plugins.ib_sriov.commands import (
     rebind_timeout,
     restore_guid,
 )
-from cni.sim.pci_tree import PciTree
+from railyard_sim.pci_tree import PciTree
 from tests.unit.cni.rdma.fakes import NotUsed
 
 PF_A, PF_B = "0000:3b:00.0", "0000:5e:00.0"

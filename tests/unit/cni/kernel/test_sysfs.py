@@ -156,7 +156,7 @@ def test_missing_driver_dir_is_device_not_found(root: Path):
 
 
 def test_reads_the_sim_builders_tree(tmp_path: Path):
-    from cni.sim.pci_tree import PciTree
+    from railyard_sim.pci_tree import PciTree
 
     tree = PciTree(tmp_path)
     tree.pf(PF, netdev="enp175s0f0", numvfs=1)

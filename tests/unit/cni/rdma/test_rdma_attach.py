@@ -21,7 +21,7 @@ from cni.kernel import (
 )
 from cni.kernel.sysfs import Sysfs
 from cni.rollback import Rollback
-from cni.sim.pci_tree import PciTree
+from railyard_sim.pci_tree import PciTree
 from tests.unit.cni.rdma.fakes import POD, FakeRdma
 
 PF = "0000:3b:00.0"

@@ -18,7 +18,7 @@ from cni.deps import Deps
 from cni.kernel import DeviceBusy, VfInfo
 from cni.kernel.sysfs import Sysfs
 from cni.plugins.rdma.commands import plugin_funcs
-from cni.sim.pci_tree import PciTree
+from railyard_sim.pci_tree import PciTree
 from cni.skel import CmdArgs, run_plugin
 from cni.state.cache import StateCache
 from tests.unit.cni.rdma.fakes import POD, FakeRdma, FakeVfOps, NotUsed

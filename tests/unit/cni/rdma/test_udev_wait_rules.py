@@ -19,7 +19,7 @@ import pytest
 from cni.kernel import DeviceNotFound, Timeout
 from cni.kernel.sysfs import Sysfs
 from cni.kernel.udev import UdevWaiter
-from cni.sim.pci_tree import PciTree
+from railyard_sim.pci_tree import PciTree
 
 PF = "0000:3b:00.0"
 VF = "0000:3b:00.2"

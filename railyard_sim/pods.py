@@ -3,13 +3,13 @@
 
 A pod is what a runtime plus multus would make of the reference AI pod: a netns
 ``rs<id>-<name>`` whose ``eth0`` is a veth to the host (10.244.x.y, the pod's
-main default route), then ``net1..netN`` added through ``cni.sim.runtime`` with
+main default route), then ``net1..netN`` added through ``railyard_sim.runtime`` with
 the real plugin binaries, one rail each, with conflists shaped like the ones
 Spiderpool's SpiderMultusConfig renders (``deviceID`` injected at top level, as
 multus does). Records live in ``<lab>/pods/<name>.json`` so ``show``/``unpod``
 run in other processes.
 
-Imports: standard library and ``cni.sim`` only.
+Imports: standard library and ``railyard_sim`` only.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cni.sim import daemon, recording
-from cni.sim.lab import Lab, LabError, RailSpec, ip_json, run_ip
-from cni.sim.runtime import DEBIAN_BIN, Attachment, PluginError, Runtime, plugin_bin_dir
+from railyard_sim import daemon, recording
+from railyard_sim.lab import Lab, LabError, RailSpec, ip_json, run_ip
+from railyard_sim.runtime import DEBIAN_BIN, Attachment, PluginError, Runtime, plugin_bin_dir
 
 POD_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,19}")
 PODS = "pods"

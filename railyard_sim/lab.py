@@ -13,14 +13,14 @@ network namespace (the "host"):
   ``mlx5_K`` per function; IB rails have the same shape with kind "ib";
 - ``<dir>/lab.json`` (manifest), ``<dir>/railyard-sim.marker`` (what makes
   ``RAILYARD_SIM_ROOT`` honoured), ``<dir>/pools.yaml`` (SpiderIPPool v2beta1) and
-  the recording state of ``cni.sim.recording``.
+  the recording state of ``railyard_sim.recording``.
 
 ``<id>`` is a short per-lab id so several labs coexist on one machine. ``down()``
 removes every netns, link, file and ipamd process the lab made, also for a
 half-built lab.
 
 Imports: standard library only at module level (plugins import this module through
-``cni.sim.recording`` in simulated mode); PyYAML is never needed here.
+``railyard_sim.recording`` in simulated mode); PyYAML is never needed here.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from types import TracebackType
 from typing import Any
 
 from cni.deps import SIM_MARKER
-from cni.sim.pci_tree import PciTree
+from railyard_sim.pci_tree import PciTree
 
 PREFIX = "rs"
 MANIFEST = "lab.json"
@@ -376,7 +376,7 @@ class Lab:
         return cls(lab_dir, load_manifest(lab_dir))
 
     def _build(self, m: Manifest, progress: bool) -> None:
-        from cni.sim import recording
+        from railyard_sim import recording
 
         def say(msg: str) -> None:
             if progress:
@@ -471,7 +471,7 @@ class Lab:
         fake tree's ``net/`` entry is re-synced to it. Elsewhere (in a pod
         netns, or no netdev at all) this is the tree's name (None if none).
         """
-        from cni.sim import recording
+        from railyard_sim import recording
 
         if (self.dir / recording.STATE).is_file():
             name = recording.host_netdev(self.dir, pci)
@@ -498,7 +498,7 @@ class Lab:
         pod (``devN`` if that name is taken there). A veth would die instead, so
         the stand-ins are moved back first, then the namespace is deleted.
         RDMA devices recorded there fall back to the host by themselves (see
-        ``cni.sim.recording``). Afterwards the fake tree's ``net/`` entries are
+        ``railyard_sim.recording``). Afterwards the fake tree's ``net/`` entries are
         re-synced to the names the returned VFs now have in the host, which is
         what real sysfs shows at that moment (``net1``, or ``devN``).
         """
@@ -522,7 +522,7 @@ class Lab:
             )
             host_links.add(target)
         run_ip(["netns", "del", name])
-        from cni.sim.recording import host_netdev
+        from railyard_sim.recording import host_netdev
 
         for _, vf in self.vfs():
             host_netdev(self.dir, vf.pci)
@@ -538,7 +538,7 @@ class Lab:
         even when its pid file or socket is gone. Nothing here raises for a
         thing that is already gone.
         """
-        from cni.sim import daemon, recording
+        from railyard_sim import daemon, recording
 
         daemon.stop(self.dir)
         remove_prefixed(self.prefix)

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Declarative builder of a fake PCI sysfs tree (PFs, VFs, netdevs, RDMA devices).
 
-Shared by unit tests and the simulated host (``cni.sim.lab``). It writes the real
+Shared by unit tests and the simulated host (``railyard_sim.lab``). It writes the real
 layout described in the team brief, entirely below ``<root>/bus/pci`` so the
 subtree can be bind-mounted over the host's PCI directory inside a private mount
 namespace (``mount_over_sys``): every symlink is relative and stays inside the

@@ -53,7 +53,7 @@ from cni.kernel import (
     VfInfo,
     VfOps,
 )
-from cni.sim.lab import (
+from railyard_sim.lab import (
     PREFIX,
     SYS_DIR,
     LabError,
@@ -62,7 +62,7 @@ from cni.sim.lab import (
     run_ip,
     veth_peer_name,
 )
-from cni.sim.pci_tree import PciTree
+from railyard_sim.pci_tree import PciTree
 
 STATE = "recording.json"
 LOCK = "recording.lock"

@@ -11,7 +11,7 @@
 Run as root in the netns where runtimes run plugins (the root netns). Progress
 goes to stderr; what an operator reads goes to stdout; any failed step exits 1.
 
-Imports: click and ``cni.sim`` (never loaded by a plugin process).
+Imports: click and ``railyard_sim`` (never loaded by a plugin process).
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ from typing import Any, TypeVar
 
 import click
 
-from cni.sim import daemon, pods
-from cni.sim.lab import MANIFEST, Lab, LabError
-from cni.sim.runtime import PluginError
+from railyard_sim import daemon, pods
+from railyard_sim.lab import MANIFEST, Lab, LabError
+from railyard_sim.runtime import PluginError
 
 DEFAULT_LAB = Path(os.environ.get("RAILYARD_SIM_LAB", "/run/railyard-sim/lab"))
 F = TypeVar("F", bound=Callable[..., Any])
