@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 
 import click
 
-from railyard_sim import daemon, pods
+from railyard_sim import agent, daemon, pods
 from railyard_sim.lab import MANIFEST, Lab, LabError
 from railyard_sim.runtime import PluginError
 
@@ -57,7 +57,9 @@ class Failed(click.ClickException):
 # ------------------------------------------------------------------- steps
 
 
-def do_up(lab_dir: Path, rails: int, ib_rails: int, vfs_per_pf: int) -> Lab:
+def do_up(
+    lab_dir: Path, rails: int, ib_rails: int, vfs_per_pf: int, warm: bool = True
+) -> Lab:
     started = time.monotonic()
     try:
         lab = Lab.up(
@@ -74,7 +76,13 @@ def do_up(lab_dir: Path, rails: int, ib_rails: int, vfs_per_pf: int) -> Lab:
         pid = daemon.start(lab.dir)
         say(f"ipamd pid {pid} on {daemon.socket_path(lab.dir)}; applying pools")
         daemon.apply_pools(lab.dir, lab.pools_file)
-    except (daemon.DaemonError, OSError) as exc:
+        if warm:
+            agent_pid = agent.start(lab.dir)
+            say(
+                f"railyard-agent pid {agent_pid} on {agent.socket_path(lab.dir)} "
+                "(plugins run warm; --no-agent runs them directly)"
+            )
+    except (daemon.DaemonError, agent.AgentError, OSError) as exc:
         do_down(lab.dir)
         raise Failed(f"up: {exc}") from exc
     click.echo(f"lab {lab.id} in {lab.dir} ({time.monotonic() - started:.1f}s)")
@@ -175,6 +183,10 @@ def do_down(lab_dir: Path) -> None:
                 except Exception as exc:
                     problems.append(f"pod {name}: {exc}")
     finally:
+        if agent.running_pid(lab_dir) is not None:
+            say("down: stopping railyard-agent")
+        agent.stop(lab_dir)
+        agent.remove_files(lab_dir)
         say("down: stopping ipamd")
         daemon.stop(lab_dir)
         if lab is not None:
@@ -217,9 +229,16 @@ def main() -> None:
 @click.option("--rails", default=8, show_default=True, help="RoCE rails.")
 @click.option("--ib-rails", default=0, show_default=True, help="InfiniBand rails.")
 @click.option("--vfs-per-pf", default=2, show_default=True)
-def up(lab_dir: Path, rails: int, ib_rails: int, vfs_per_pf: int) -> None:
-    """Build the lab, start ipamd and apply the lab's pools."""
-    do_up(lab_dir, rails, ib_rails, vfs_per_pf)
+@click.option(
+    "--no-agent",
+    is_flag=True,
+    help="Do not start railyard-agent: every plugin call runs directly.",
+)
+def up(
+    lab_dir: Path, rails: int, ib_rails: int, vfs_per_pf: int, no_agent: bool
+) -> None:
+    """Build the lab, start ipamd and railyard-agent, apply the lab's pools."""
+    do_up(lab_dir, rails, ib_rails, vfs_per_pf, warm=not no_agent)
 
 
 pod_options: list[Callable[[F], F]] = [
@@ -311,6 +330,7 @@ def down(lab_dir: Path) -> None:
 @click.option("--vfs-per-pf", default=2, show_default=True)
 @click.option("--no-rdma", is_flag=True, help="Leave RDMA devices in the host.")
 @click.option("--no-ipv6", is_flag=True, help="IPv4 pools only.")
+@click.option("--no-agent", is_flag=True, help="Run every plugin call directly.")
 def demo(
     lab_dir: Path | None,
     rails: int,
@@ -318,6 +338,7 @@ def demo(
     vfs_per_pf: int,
     no_rdma: bool,
     no_ipv6: bool,
+    no_agent: bool,
 ) -> None:
     """up, an 8-NIC pod, show, unpod, down; exit 1 if any step fails."""
     if lab_dir is None:
@@ -326,7 +347,7 @@ def demo(
     failures: list[str] = []
     started = time.monotonic()
     try:
-        do_up(lab_dir, rails, ib_rails, vfs_per_pf)
+        do_up(lab_dir, rails, ib_rails, vfs_per_pf, warm=not no_agent)
         steps: list[tuple[str, Callable[[], None]]] = [
             (
                 "pod",

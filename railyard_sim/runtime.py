@@ -121,6 +121,39 @@ def plugin_bin_dir(work_dir: Path | str) -> Path:
     return out
 
 
+def shim_bin_dir(work_dir: Path | str) -> Path:
+    """A CNI bin dir of warm-path shims (``cni.agent.shim``) for this checkout.
+
+    Each shim forwards to the agent named by ``RAILYARD_AGENT_SOCKET`` in the
+    runtime's environment (``railyard_sim.agent.client_env``) and runs this
+    venv's plugin directly when no agent answers. Written to a temporary name
+    and renamed, so a runtime exec'ing a shim meanwhile sees old or new.
+    """
+    from cni.agent.shim import render
+
+    out = Path(work_dir) / "cni-bin"
+    out.mkdir(parents=True, exist_ok=True)
+    python = str(Path(sys.executable).absolute())
+    for cni_type, package in _PLUGIN_PACKAGES.items():
+        module = f"cni.plugins.{package}.__main__"
+        target = out / cni_type
+        tmp = out / f".{cni_type}.tmp"
+        tmp.write_text(render(cni_type, module, "main", python, NO_AGENT_SOCKET))
+        tmp.chmod(0o755)
+        os.replace(tmp, target)
+    return out
+
+
+_PLUGIN_PACKAGES = {
+    "sriov": "sriov",
+    "ib-sriov": "ib_sriov",
+    "rdma": "rdma",
+    "railyard-ipam": "ipam",
+}
+#: The lab's shims have no default agent: only the runtime's env names one.
+NO_AGENT_SOCKET = "/nonexistent/railyard-agent.sock"
+
+
 class Runtime:
     """Runs CNI commands of conflists against plugins found in ``bin_dirs``."""
 

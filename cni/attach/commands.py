@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
+from cni.attach.conf import detection_window
 from cni.attach.detection import DetectionPolicy
 from cni.attach.ipam_glue import IpamConf, ipam_request
 from cni.attach.lifecycle import AttachSpec, RoutingPolicy, check
@@ -74,7 +75,9 @@ def attach_spec(
         ipam_type=conf.ipam_type,
         ipam_conf=dict(conf.ipam),
         detection=DetectionPolicy(
-            conflict=conf.detect_ip_conflict, gateway=conf.detect_gateway
+            conflict=conf.detect_ip_conflict,
+            gateway=conf.detect_gateway,
+            window=detection_window(conf.raw),
         ),
         routing=RoutingPolicy(
             enabled=conf.policy_routing,

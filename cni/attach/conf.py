@@ -147,3 +147,20 @@ def route_table(data: Mapping[str, Any]) -> int | None:
             "table (253 default, 254 main, 255 local)"
         )
     return value
+
+
+def detection_window(data: Mapping[str, Any]) -> float:
+    """``detectionWindowMs``: the IP-conflict / gateway check window, in seconds.
+
+    Default 100 ms (``cni.attach.detection``); a slow fabric may need more.
+    """
+    from cni.attach.detection import DEFAULT_WINDOW, MAX_WINDOW
+
+    value = opt_int(data, "detectionWindowMs")
+    if value is None:
+        return DEFAULT_WINDOW
+    if not 10 <= value <= MAX_WINDOW * 1000:
+        raise config_error(
+            f"detectionWindowMs {value} invalid: must be 10-{int(MAX_WINDOW * 1000)}"
+        )
+    return value / 1000

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from cni.attach.allocation import Allocations, HomeNames
 from cni.attach.conf import DEFAULT_RULE_PRIORITY
-from cni.attach.detection import DetectionPolicy, announce, detect
+from cni.attach.detection import DetectionPolicy, announce, start_detection
 from cni.attach.device import VfDevice, host_netdevs, resolve_vf
 from cni.attach.netdev import (
     configure_in_pod,
@@ -408,11 +408,24 @@ def _attach_ip(
     if st.dpdk:
         return  # DPDK: reported, not configured (sriov-cni)
     add_addresses(deps.links, spec.ifname, spec.netns, st.addresses, rb)
-    detect(deps.probes, spec.ifname, spec.netns, res.ips, spec.detection, out.link_type)
-    if plan is not None:
-        st.saved_main_defaults = apply_routing(deps.links, spec.netns, plan, rb)
-        if st.saved_main_defaults:
-            store.save(st)
+    # The detection window runs beside the routing work, which does not depend
+    # on its verdict; a failed check unwinds the routes with everything else.
+    detection = start_detection(
+        deps.probes, spec.ifname, spec.netns, res.ips, spec.detection, out.link_type
+    )
+    try:
+        if plan is not None:
+            st.saved_main_defaults = apply_routing(deps.links, spec.netns, plan, rb)
+            if st.saved_main_defaults:
+                store.save(st)
+    except BaseException:
+        # The routing error is the one to report; the probes must still end
+        # before the rollback takes the address away under them.
+        if detection is not None:
+            detection.join()
+        raise
+    if detection is not None:
+        detection.wait()
     announce(deps.probes, spec.ifname, spec.netns, st.addresses)
 
 
