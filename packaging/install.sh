@@ -3,9 +3,11 @@
 # Install Railyard onto a node the way a runtime expects to find it:
 #   <prefix>/venv                  a private virtualenv holding railyard-cni + deps
 #   <cni-bin-dir>/{sriov,ib-sriov,rdma,railyard-ipam}
-#                                  tiny launchers: shebang = the venv's interpreter
-#                                  by absolute path, run isolated (-I)
-#   <bin-dir>/{ipamd,railyard-sim} symlinks to the venv's console scripts
+#                                  stdlib-only shims (cni/agent/shim.py), run with
+#                                  -IS by the venv's interpreter: they forward to
+#                                  railyard-agent, or run the plugin directly
+#   <bin-dir>/{ipamd,railyard-sim,railyard-agent}
+#                                  symlinks to the venv's console scripts
 #   <prefix>/install-manifest.txt  everything the above created; uninstall.sh reads it
 #
 # Re-running is an upgrade. A file in the CNI bin dir (or bin dir) that an
@@ -23,6 +25,8 @@ usage: install.sh [options] [SOURCE]
   --bin-dir DIR        where ipamd and railyard-sim are linked (default /usr/local/bin;
                        "none" to skip)
   --python PY          interpreter that creates the venv (default python3, >= 3.11)
+  --agent-socket PATH  railyard-agent's socket baked into the CNI shims
+                       (default /run/railyard/agent/agent.sock)
   --force              replace files in the bin dirs that this installer did not create
 EOF
 }
@@ -33,6 +37,7 @@ BIN_DIR=/usr/local/bin
 PYTHON=python3
 FORCE=0
 SOURCE=""
+AGENT_SOCKET=/run/railyard/agent/agent.sock
 while [ $# -gt 0 ]; do
   case "$1" in
     --prefix) PREFIX=$2; shift 2 ;;
@@ -43,6 +48,8 @@ while [ $# -gt 0 ]; do
     --bin-dir=*) BIN_DIR=${1#*=}; shift ;;
     --python) PYTHON=$2; shift 2 ;;
     --python=*) PYTHON=${1#*=}; shift ;;
+    --agent-socket) AGENT_SOCKET=$2; shift 2 ;;
+    --agent-socket=*) AGENT_SOCKET=${1#*=}; shift ;;
     --force) FORCE=1; shift ;;
     -h|--help) usage; exit 0 ;;
     -*) echo "install.sh: unknown option $1" >&2; usage >&2; exit 2 ;;
@@ -70,7 +77,7 @@ MANIFEST=$PREFIX/install-manifest.txt
 # CNI type name -> console script in pyproject.toml ([project.scripts]).
 CNI_PLUGINS=(sriov:railyard-sriov ib-sriov:railyard-ib-sriov rdma:railyard-rdma
              railyard-ipam:railyard-ipam)
-LINKED_SCRIPTS=(ipamd railyard-sim)
+LINKED_SCRIPTS=(ipamd railyard-sim railyard-agent)
 MARK="railyard-cni launcher"
 
 # Directories this and earlier runs created (uninstall removes them when empty).
@@ -187,15 +194,14 @@ for spec in "${CNI_PLUGINS[@]}"; do
   target=$CNI_BIN_DIR/$name
   displace "$target"
   tmp=$(mktemp "$CNI_BIN_DIR/.$name.XXXXXX")
-  cat > "$tmp" <<EOF
-#!$VENV/bin/python -I
-# $MARK for CNI type "$name" ($script), written by packaging/install.sh.
-# -I: the runtime's PATH/PYTHONPATH must not steer a root binary.
+  # The shim (cni/agent/shim.py) forwards to railyard-agent and runs the plugin
+  # itself (module:func, by the venv's interpreter) when no agent answers.
+  "$VENV/bin/python" -I - "$name" "$module" "$func" "$VENV/bin/python" "$AGENT_SOCKET" \
+      > "$tmp" <<'EOF'
 import sys
-
-from $module import $func
-
-sys.exit($func())
+from cni.agent.shim import render
+plugin, module, func, python, sock = sys.argv[1:]
+sys.stdout.write(render(plugin, module, func, python, sock, interpreter=python))
 EOF
   chmod 0755 "$tmp"
   # rename(2) so that a runtime exec'ing the plugin right now sees old or new.

@@ -248,7 +248,11 @@ def render(
     )
     body = head + baked + tail
     body = body.partition("\ndef render(")[0] + "\n\nsys.exit(main())\n"
-    return f"#!{interpreter} -IS\n" + body
+    # The marker line lets the installers recognise their own files.
+    mark = (
+        f'# railyard-cni launcher for CNI type "{plugin}": a shim for railyard-agent\n'
+    )
+    return f"#!{interpreter} -IS\n" + mark + body
 
 
 if __name__ == "__main__":
