@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Warm path, direct mode and Debian's Go chain: ADD / DEL side by side, same lab, same run.
+"""Warm path, direct mode and the Go chain: ADD / DEL side by side, one lab, one run.
 
 Run as root: ``.venv/bin/python benchmarks/bench_plugins.py [--runs N]``.
 
@@ -249,7 +249,9 @@ def run(runs: int, columns: list[str]) -> None:
             benches = {
                 "warm": Bench(
                     lab,
-                    Runtime([warm_bins, DEBIAN_BIN], env=warm_env, cache_dir=root / "c1"),
+                    Runtime(
+                        [warm_bins, DEBIAN_BIN], env=warm_env, cache_dir=root / "c1"
+                    ),
                     lambda rail, vf, det: ours(lab, rail, vf, det),
                 ),
                 "direct": Bench(
@@ -305,9 +307,7 @@ def run(runs: int, columns: list[str]) -> None:
                 today_samples.append(version_time(today, base))
             cells = "".join(f"{ms(versions[c]):>16}" for c in benches)
             print(f"{'VERSION':36}{cells}")
-            print(
-                f"{'VERSION, console script (before)':36}{ms(today_samples):>16}"
-            )
+            print(f"{'VERSION, console script (before)':36}{ms(today_samples):>16}")
             print(f"load average at the end {load_average()}")
         finally:
             agent.stop(lab.dir)

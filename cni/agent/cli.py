@@ -21,7 +21,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--socket",
         type=Path,
-        default=Path(os.environ.get(SOCKET_ENV, "") or "/run/railyard/agent/agent.sock"),
+        default=Path(
+            os.environ.get(SOCKET_ENV, "") or "/run/railyard/agent/agent.sock"
+        ),
         help="unix socket to listen on (its directory is made 0700; "
         f"default ${SOCKET_ENV} or /run/railyard/agent/agent.sock)",
     )

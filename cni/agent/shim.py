@@ -3,10 +3,10 @@
 
 This file is the whole program. ``packaging/install.sh`` renders it once per CNI
 type (``render()`` below bakes in the plugin, the agent socket and the venv
-interpreter) and installs it with the shebang ``#!/usr/bin/python3 -IS``: no
-site-packages, no venv, no environment steering, nothing imported beyond
-``os``, ``sys`` and ``_socket`` (``socket`` would pull in ``enum`` and double
-the start-up). What it does, per ``CNI_COMMAND``:
+interpreter) and installs it with the shebang ``#!<venv python> -IS``: no
+site-packages, no environment steering, nothing imported but the built-in
+``posix``, ``sys`` and ``_socket`` (``os`` costs a few modules more, ``socket``
+pulls in ``enum`` and doubles the start-up). What it does, per ``CNI_COMMAND``:
 
 - VERSION: answered here, no agent, no stdin read (podman runs it before every
   ADD and DEL).
@@ -34,10 +34,9 @@ the worker died: exit 1, and an error document when nothing was printed yet.
 
 from __future__ import annotations
 
-import os
-import sys
-
 import _socket
+import posix
+import sys
 
 # typing itself is not imported: it would cost more than this whole program.
 TYPE_CHECKING = False
@@ -67,9 +66,20 @@ TIMEOUT = 105
 
 def _log(msg: str) -> None:
     try:
-        os.write(2, f"railyard {PLUGIN}: {msg}\n".encode(errors="replace"))
+        posix.write(2, f"railyard {PLUGIN}: {msg}\n".encode(errors="replace"))
     except OSError:
         pass
+
+
+def _env(name: str) -> str:
+    value = posix.environ.get(name.encode())
+    return value.decode(errors="surrogateescape") if value is not None else ""
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[posix.write(fd, view) :]
 
 
 def _version_doc() -> str:
@@ -79,7 +89,7 @@ def _version_doc() -> str:
 
 def _seconds(name: str, default: float) -> float:
     try:
-        value = float(os.environ.get(name, "") or default)
+        value = float(_env(name) or default)
     except ValueError:
         return default
     return value if value >= 0 else default
@@ -90,7 +100,7 @@ def _direct(reason: str) -> NoReturn:
     _log(f"agent not used ({reason}); running the plugin directly")
     code = f"import sys; from {MODULE} import {FUNC}; sys.exit({FUNC}())"
     try:
-        os.execv(PYTHON, [PYTHON, "-I", "-c", code, *sys.argv[1:]])
+        posix.execv(PYTHON, [PYTHON, "-I", "-c", code, *sys.argv[1:]])
     except OSError as exc:
         _fail(INTERNAL, "cannot run the plugin", f"exec {PYTHON}: {exc}")
     raise AssertionError("unreachable")  # execv does not return
@@ -111,7 +121,7 @@ def _fail(code: int, msg: str, details: str) -> NoReturn:
     if details:
         doc["details"] = details
     _log(f"{msg}: {details}")
-    os.write(1, (json.dumps(doc) + "\n").encode())
+    _write_all(1, (json.dumps(doc) + "\n").encode())
     sys.exit(1)
 
 
@@ -126,7 +136,7 @@ def _read_stdin() -> bytes:
     chunks = []
     while True:
         try:
-            chunk = os.read(0, 1 << 16)
+            chunk = posix.read(0, 1 << 16)
         except OSError:  # closed stdin reads as empty input, as in the plugin
             break
         if not chunk:
@@ -136,8 +146,8 @@ def _read_stdin() -> bytes:
 
 
 def _request(stdin: bytes) -> bytes:
-    argv = b"\0".join(os.fsencode(a) for a in sys.argv[1:])
-    env = b"\0".join(k + b"=" + v for k, v in os.environb.items())
+    argv = b"\0".join(a.encode(errors="surrogateescape") for a in sys.argv[1:])
+    env = b"\0".join(k + b"=" + v for k, v in posix.environ.items())
     return b"".join(
         (
             _frame(b"P", PLUGIN.encode()),
@@ -171,19 +181,19 @@ def _relay(sock: _socket.socket) -> tuple[int | None, bool]:
             return None, printed
         if kind == b"O":
             printed = printed or bool(payload)
-            os.write(1, payload)
+            _write_all(1, payload)
         elif kind == b"E":
-            os.write(2, payload)
+            _write_all(2, payload)
         elif kind == b"X":
             return int.from_bytes(payload, "big", signed=True), printed
 
 
 def main() -> int:
-    command = os.environ.get("CNI_COMMAND", "")
+    command = _env("CNI_COMMAND")
     if command == "VERSION" and not sys.argv[1:]:
-        os.write(1, _version_doc().encode())
+        _write_all(1, _version_doc().encode())
         return 0
-    path = os.environ.get(SOCKET_ENV, "") or SOCKET
+    path = _env(SOCKET_ENV) or SOCKET
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         sock.connect(path)
@@ -192,7 +202,7 @@ def main() -> int:
         _direct(f"{path}: {exc.strerror or exc}")
     cred = sock.getsockopt(_socket.SOL_SOCKET, SO_PEERCRED, 12)
     uid = int.from_bytes(cred[4:8], sys.byteorder)
-    if uid not in (0, os.geteuid()):
+    if uid not in (0, posix.geteuid()):
         sock.close()
         _direct(f"{path} is served by uid {uid}, not root")
     limit = _seconds(DEADLINE_ENV, DEADLINE)
@@ -200,8 +210,12 @@ def main() -> int:
         sock.settimeout(limit + _seconds(GRACE_ENV, DEFAULT_GRACE) + MARGIN)
     _STDIN[0] = _read_stdin()
     try:
-        sock.sendall(_request(_STDIN[0]))
-        sock.shutdown(_socket.SHUT_WR)
+        try:
+            sock.sendall(_request(_STDIN[0]))
+            sock.shutdown(_socket.SHUT_WR)
+        except OSError as exc:
+            # The agent may have answered (a refusal) before reading it all.
+            _log(f"sending to railyard-agent at {path}: {exc}")
         status, printed = _relay(sock)
     except TimeoutError:
         _fail(TIMEOUT, "command timed out", f"no reply from railyard-agent at {path}")
