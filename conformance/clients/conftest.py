@@ -48,21 +48,33 @@ def install(needs_root: None, installation: Any) -> Installation:
     """The installed plugins, from the conformance suite's ``installation``
     fixture (conformance/conftest.py); a missing one fails: a packaging
     mistake must."""
-    inst = Installation(Path(installation.cni_bin), installation.tool("ipamd"))
+    inst = Installation(
+        Path(installation.cni_bin),
+        installation.tool("ipamd"),
+        installation.tool("railyard-agent"),
+    )
     missing = inst.missing()
     if missing:
         pytest.fail(f"{', '.join(missing)} not installed in {inst.cni_bin_dir}")
     return inst
 
 
-@pytest.fixture
-def make_host(install: Installation) -> Iterator[Callable[..., SimHost]]:
-    """Factory of simulated nodes (lab + ipamd); all torn down after the test."""
+@pytest.fixture(params=["warm", "direct"])
+def make_host(
+    request: pytest.FixtureRequest, install: Installation
+) -> Iterator[Callable[..., SimHost]]:
+    """Factory of simulated nodes (lab + ipamd); all torn down after the test.
+
+    Every client test runs twice: through the warm path (railyard-agent
+    running, the installed shims forward to it) and in direct mode (no agent:
+    the shims run each plugin themselves).
+    """
     made: list[SimHost] = []
+    warm = request.param == "warm"
 
     def make(rails: int = 1, vfs_per_pf: int = 1, ib_rails: int = 0) -> SimHost:
         host = SimHost.up(
-            install, rails=rails, vfs_per_pf=vfs_per_pf, ib_rails=ib_rails
+            install, rails=rails, vfs_per_pf=vfs_per_pf, ib_rails=ib_rails, warm=warm
         )
         made.append(host)
         return host

@@ -42,10 +42,11 @@ class HostError(RuntimeError):
 
 @dataclass(frozen=True)
 class Installation:
-    """The installed CNI launchers and the installed ``ipamd``."""
+    """The installed CNI launchers, ``ipamd`` and ``railyard-agent``."""
 
     cni_bin_dir: Path
     ipamd: str
+    agent: str = ""
 
     def missing(self) -> list[str]:
         return [p for p in PLUGINS if not os.access(self.cni_bin_dir / p, os.X_OK)]
@@ -140,16 +141,60 @@ class Ipamd:
             self.proc.wait()
 
 
+class Agent:
+    """The installed ``railyard-agent`` on ``<dir>/agent/agent.sock`` (warm path)."""
+
+    def __init__(self, exe: str, workdir: Path) -> None:
+        self.exe = exe
+        self.socket = workdir / "agent" / "agent.sock"
+        self.log = workdir / "agent.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(
+                [self.exe, "--socket", str(self.socket)],
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
+            )
+
+        def ready() -> bool:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise HostError(
+                    f"railyard-agent exited: {self.log.read_text()[-2000:]}"
+                )
+            return self.socket.exists()
+
+        wait_for(ready, 60, "railyard-agent to create its socket", step=0.02)
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        os.killpg(self.proc.pid, signal.SIGTERM)  # its workers finish first
+        try:
+            self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+
 class SimHost:
     """A lab + ipamd; build with ``SimHost.up(...)`` and always ``down()``."""
 
     def __init__(
-        self, install: Installation, workdir: Path, lab: Lab, ipamd: Ipamd
+        self,
+        install: Installation,
+        workdir: Path,
+        lab: Lab,
+        ipamd: Ipamd,
+        agent: Agent | None = None,
     ) -> None:
         self.install = install
         self.dir = workdir
         self.lab = lab
         self.ipamd = ipamd
+        self.agent = agent
         self.state_dir = workdir / "state"
 
     @classmethod
@@ -159,11 +204,15 @@ class SimHost:
         rails: int = 1,
         vfs_per_pf: int = 1,
         ib_rails: int = 0,
+        warm: bool = False,
     ) -> SimHost:
+        """``warm``: also run the installed agent, so the shims forward to it;
+        otherwise they find no agent and run each plugin directly."""
         # A short path: a unix socket path must fit in 108 bytes.
         workdir = Path(tempfile.mkdtemp(prefix="rp-", dir="/tmp"))
         lab: Lab | None = None
         ipamd: Ipamd | None = None
+        agent: Agent | None = None
         try:
             lab = Lab.up(
                 workdir / "lab", rails=rails, vfs_per_pf=vfs_per_pf, ib_rails=ib_rails
@@ -171,33 +220,46 @@ class SimHost:
             ipamd = Ipamd(install.ipamd, workdir)
             ipamd.start()
             ipamd.check("pool", "apply", "-f", str(lab.pools_file))
+            if warm:
+                agent = Agent(install.agent, workdir)
+                agent.start()
         except BaseException:
+            if agent is not None:
+                agent.stop()
             if ipamd is not None:
                 ipamd.stop()
             if lab is not None:
                 lab.down()
             shutil.rmtree(workdir, ignore_errors=True)
             raise
-        host = cls(install, workdir, lab, ipamd)
+        host = cls(install, workdir, lab, ipamd, agent)
         host.state_dir.mkdir()
         return host
 
     def down(self) -> None:
         try:
-            self.ipamd.stop()
+            if self.agent is not None:
+                self.agent.stop()
         finally:
-            self.lab.down()
-            shutil.rmtree(self.dir, ignore_errors=True)
+            try:
+                self.ipamd.stop()
+            finally:
+                self.lab.down()
+                shutil.rmtree(self.dir, ignore_errors=True)
 
     # ------------------------------------------------------------ views
 
     @property
     def env(self) -> dict[str, str]:
         """What a plugin process must see to work on this simulated host."""
+        # Without an agent the shims are pointed at a socket that never exists,
+        # so a node-wide agent cannot serve this host's plugins by accident.
+        agent_socket = self.agent.socket if self.agent else self.dir / "no-agent.sock"
         return {
             "RAILYARD_SIM_ROOT": str(self.lab.dir),
             "RAILYARD_STATE_DIR": str(self.state_dir),
             "RAILYARD_IPAMD_SOCKET": str(self.ipamd.socket),
+            "RAILYARD_AGENT_SOCKET": str(agent_socket),
         }
 
     def rail(self, number: int) -> RailSpec:
