@@ -177,7 +177,7 @@ def load_average() -> str:
 
 
 def compile_bytecode() -> None:
-    for package in ("cni", "ipamd"):
+    for package in ("cni", "ipamd", "sim/railyard_sim"):
         compileall.compile_dir(REPO / package, quiet=1, workers=0)
 
 
@@ -189,14 +189,13 @@ def run(runs: int) -> None:
         try:
             daemon.apply_pools(lab.dir, lab.pools_file)
             env = {
-                **lab.env(),
                 **daemon.client_env(lab.dir),
                 "RAILYARD_STATE_DIR": str(root / "state"),
                 "RAILYARD_NODE_NAME": "bench",
                 "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             }
             rt = Runtime(
-                [plugin_bin_dir(root), DEBIAN_BIN], env=env, cache_dir=root / "cache"
+                [plugin_bin_dir(lab.dir), DEBIAN_BIN], env=env, cache_dir=root / "cache"
             )
             bench = Bench(lab, rt)
             cases: dict[str, Callable[[], tuple[float, float]]] = {
@@ -217,7 +216,7 @@ def run(runs: int) -> None:
                     [debian(lab, n, root / "hl") for n in range(1, 9)]
                 ),
             }
-            bins = plugin_bin_dir(root)
+            bins = plugin_bin_dir(lab.dir)
             cases["VERSION only: python start, railyard sriov"] = lambda: (
                 version_time(bins / "sriov"),
                 0.0,

@@ -98,10 +98,10 @@ def test_install_reinstall_and_uninstall_touch_only_what_install_made(
         # Absolute interpreter, isolated mode: the runtime's env can't steer it.
         assert launcher[0] == f"#!{python} -I"
     assert os.readlink(bin_dir / "ipamd") == str(prefix / "venv" / "bin" / "ipamd")
-    assert os.readlink(bin_dir / "railyard-sim") == str(
-        prefix / "venv" / "bin" / "railyard-sim"
-    )
     site = next((prefix / "venv" / "lib").glob("python3*/site-packages"))
+    # The simulated host is not part of a node unless asked for (--with-sim).
+    assert not (bin_dir / "railyard-sim").exists()
+    assert not (site / "railyard_sim").exists()
     assert list(
         (site / "cni" / "plugins" / "sriov" / "__pycache__").glob("__main__*.pyc")
     )
@@ -124,8 +124,19 @@ def test_install_reinstall_and_uninstall_touch_only_what_install_made(
     )
 
     manifest = (prefix / "install-manifest.txt").read_text()
-    again = install(prefix, cni_bin, bin_dir)  # re-install = upgrade, no --force needed
+    # Re-install = upgrade, no --force needed; here with the simulated host.
+    again = install(prefix, cni_bin, bin_dir, "--with-sim")
     assert again.returncode == 0, again.stderr
+    sim_link = f"link\t{bin_dir / 'railyard-sim'}\t{prefix / 'venv/bin/railyard-sim'}"
+    assert sorted((prefix / "install-manifest.txt").read_text().splitlines()) == sorted(
+        [*manifest.splitlines(), sim_link]
+    )
+    assert (site / "railyard_sim" / "launchers.py").is_file()
+    # Without the flag again: the simulator and its link go, the rest is as before.
+    plain = install(prefix, cni_bin, bin_dir)
+    assert plain.returncode == 0, plain.stderr
+    assert not (site / "railyard_sim").exists()
+    assert not (bin_dir / "railyard-sim").exists()
     assert sorted((prefix / "install-manifest.txt").read_text().splitlines()) == sorted(
         manifest.splitlines()
     )

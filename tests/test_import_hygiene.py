@@ -48,7 +48,7 @@ try:
         # command is about to run.
         from cni.skel import run_plugin
         code = run_plugin(
-            lambda: importlib.import_module(target).FUNCS, "hygiene"
+            lambda: importlib.import_module(target).plugin_funcs(), "hygiene"
         )
 except SystemExit as e:
     code = e.code

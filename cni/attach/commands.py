@@ -21,7 +21,7 @@ from cni.errors import CHECK_FAILED, DEVICE_ERROR, CniError
 from cni.types import Result
 
 if TYPE_CHECKING:
-    from cni.deps import Deps
+    from cni.deps import Deps, DepsFactory
     from cni.ipam import IpamClient
     from cni.skel import CmdArgs
 
@@ -95,16 +95,18 @@ def real_ipam(netconf: Mapping[str, Any], env: Mapping[str, str]) -> IpamClient 
 @contextmanager
 def resources(
     args: CmdArgs,
-    deps: Deps | None,
+    deps: Deps | DepsFactory | None,
     ipam_factory: IpamFactory | None,
     with_ipam: bool = True,
 ) -> Iterator[tuple[Deps, IpamClient | None]]:
-    """The command's deps (real ones unless given) and IPAM client, both closed
-    on exit."""
+    """The command's deps (given, made by the given factory, or the production
+    ones) and IPAM client, both closed on exit."""
     if deps is None:
-        from cni.deps import real_deps
+        from cni.deps import default_deps
 
-        deps = real_deps(args.env)
+        deps = default_deps(args)
+    elif callable(deps):
+        deps = deps(args)
     ipam = (ipam_factory or real_ipam)(args.netconf, args.env) if with_ipam else None
     try:
         yield deps, ipam

@@ -137,7 +137,7 @@ class Sysfs:
         pf_netdev = None
         vf_index = None
         if pf_pci is not None:
-            pf_nets = _entries(self.devices_dir / pf_pci / "net")
+            pf_nets = self.netdevs(pf_pci)
             pf_netdev = pf_nets[0] if pf_nets else None
             for index, vf_pci in self._virtfns(pf_pci).items():
                 if vf_pci == pci:
@@ -146,7 +146,7 @@ class Sysfs:
         return PciDevice(
             pci=pci,
             driver=_link_basename(dev / "driver"),
-            netdevs=_entries(dev / "net"),
+            netdevs=self.netdevs(pci),
             rdma_devices=_entries(dev / "infiniband"),
             pf_pci=pf_pci,
             pf_netdev=pf_netdev,

@@ -1,15 +1,16 @@
 # SPDX-License-Identifier: Apache-2.0
 """The node the client tests run on: installed plugins, a simulated host, ipamd.
 
-- ``Installation``: where ``packaging/install.sh`` put the CNI launchers and
-  ``ipamd`` (found by the conformance suite's ``installation`` fixture: the
-  node's /opt/cni/bin + /opt/railyard from ``./dev test``, or a session install).
-  The tests exec only these, never the source tree.
+- ``Installation``: where ``packaging/install.sh`` (with ``--with-sim``) put the
+  CNI launchers, ``ipamd`` and the venv's interpreter (found by the conformance
+  suite's ``installation`` fixture: the node's installation from ``./dev test``,
+  or a session install). The tests exec only installed code, never the source tree.
 - ``SimHost``: a ``railyard_sim.lab.Lab`` (veth "VFs" in this, the root, netns, so that
   every runtime's plugin execs see them) plus an ipamd on a unix socket in the lab
-  directory, serving the lab's SpiderIPPools. ``env`` is what a plugin process
-  needs to use it (``RAILYARD_SIM_ROOT``, ``RAILYARD_STATE_DIR``,
-  ``RAILYARD_IPAMD_SOCKET``).
+  directory, serving the lab's SpiderIPPools. Its ``cni_bin_dir`` holds the lab's
+  launchers, run by the installed interpreter (the installed plugins with the
+  simulated host's deps injected, ``railyard_sim.launchers``); ``env`` is what a
+  plugin process needs besides (``RAILYARD_STATE_DIR``, ``RAILYARD_IPAMD_SOCKET``).
 
 Imports: standard library, and ``railyard_sim.lab`` for building the lab (test
 infrastructure; it is not the code under test).
@@ -29,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from railyard_sim import launchers
 from railyard_sim.lab import Lab, RailSpec, VfSpec
 
 from . import netview
@@ -51,9 +53,9 @@ class Installation:
         return [p for p in PLUGINS if not os.access(self.cni_bin_dir / p, os.X_OK)]
 
     @property
-    def cni_path(self) -> str:
-        """CNI_PATH of a node: our launchers first, then Debian's Go plugins."""
-        return f"{self.cni_bin_dir}:/usr/lib/cni"
+    def python(self) -> str:
+        """The installed venv's interpreter (beside its ``ipamd`` script)."""
+        return str(Path(self.ipamd).parent / "python")
 
 
 def wait_for(
@@ -178,6 +180,8 @@ class SimHost:
                 lab.down()
             shutil.rmtree(workdir, ignore_errors=True)
             raise
+        # The lab's launchers run the installed code, not this checkout's.
+        launchers.write(lab.bin_dir, lab.dir, python=install.python)
         host = cls(install, workdir, lab, ipamd)
         host.state_dir.mkdir()
         return host
@@ -192,10 +196,19 @@ class SimHost:
     # ------------------------------------------------------------ views
 
     @property
+    def cni_bin_dir(self) -> Path:
+        """Where our plugins are for a runtime on this host: the lab's launchers."""
+        return self.lab.bin_dir
+
+    @property
+    def cni_path(self) -> str:
+        """CNI_PATH of this node: our launchers first, then Debian's Go plugins."""
+        return f"{self.cni_bin_dir}:/usr/lib/cni"
+
+    @property
     def env(self) -> dict[str, str]:
         """What a plugin process must see to work on this simulated host."""
         return {
-            "RAILYARD_SIM_ROOT": str(self.lab.dir),
             "RAILYARD_STATE_DIR": str(self.state_dir),
             "RAILYARD_IPAMD_SOCKET": str(self.ipamd.socket),
         }

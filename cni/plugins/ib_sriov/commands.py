@@ -57,7 +57,6 @@ from cni.attach.lifecycle import (
     attach,
     detach,
     gc,
-    remember_home,
     store_for,
 )
 from cni.attach.netdev import rename_in_host
@@ -72,7 +71,7 @@ from cni.state.locks import Locks
 from cni.types import Result
 
 if TYPE_CHECKING:
-    from cni.deps import Deps
+    from cni.deps import Deps, DepsFactory
 
 log = logging.getLogger(__name__)
 
@@ -185,8 +184,6 @@ def restore_guid(deps: Deps, rec: Mapping[str, Any], timeout: float) -> None:
     if original and name != original:
         rename_in_host(deps.links, deps.netns, name, str(original))
         log.info("VF %s netdev renamed back from %s to %s", pci, name, original)
-        # The next ADD finds it by this name even where sysfs lags the rename.
-        remember_home(deps, pci, str(original))
 
 
 class GuidHook:
@@ -289,7 +286,9 @@ def add(args: CmdArgs, conf: IbConf, deps: Deps, ipam: IpamClient | None) -> Res
 
 
 def cmd_add(
-    args: CmdArgs, deps: Deps | None = None, ipam_factory: IpamFactory | None = None
+    args: CmdArgs,
+    deps: Deps | DepsFactory | None = None,
+    ipam_factory: IpamFactory | None = None,
 ) -> Result:
     conf = load_conf(args.netconf, args.cni_args)
     with resources(args, deps, ipam_factory) as (d, ipam):
@@ -344,7 +343,9 @@ def delete(args: CmdArgs, conf: IbConf, deps: Deps, ipam: IpamClient | None) -> 
 
 
 def cmd_del(
-    args: CmdArgs, deps: Deps | None = None, ipam_factory: IpamFactory | None = None
+    args: CmdArgs,
+    deps: Deps | DepsFactory | None = None,
+    ipam_factory: IpamFactory | None = None,
 ) -> None:
     conf = load_conf(args.netconf, args.cni_args, require_device=False)
     with resources(args, deps, ipam_factory) as (d, ipam):
@@ -355,7 +356,9 @@ def cmd_del(
 
 
 def cmd_check(
-    args: CmdArgs, deps: Deps | None = None, ipam_factory: IpamFactory | None = None
+    args: CmdArgs,
+    deps: Deps | DepsFactory | None = None,
+    ipam_factory: IpamFactory | None = None,
 ) -> None:
     conf = load_conf(args.netconf, args.cni_args, require_device=False)
     prev = prev_attachment(conf.base.prev_result, args.ifname)
@@ -370,7 +373,9 @@ def cmd_check(
 
 
 def cmd_gc(
-    args: CmdArgs, deps: Deps | None = None, ipam_factory: IpamFactory | None = None
+    args: CmdArgs,
+    deps: Deps | DepsFactory | None = None,
+    ipam_factory: IpamFactory | None = None,
 ) -> None:
     conf = load_conf(args.netconf, args.cni_args, require_device=False)
     with resources(args, deps, ipam_factory) as (d, ipam):
@@ -390,7 +395,9 @@ def cmd_gc(
 
 
 def cmd_status(
-    args: CmdArgs, deps: Deps | None = None, ipam_factory: IpamFactory | None = None
+    args: CmdArgs,
+    deps: Deps | DepsFactory | None = None,
+    ipam_factory: IpamFactory | None = None,
 ) -> None:
     """STATUS: 50 when IPAM is unavailable or rdmaIsolation cannot work here."""
     conf = load_conf(args.netconf, args.cni_args, require_device=False)
@@ -405,6 +412,14 @@ def cmd_status(
     ipam_status(args, ipam_factory)
 
 
-FUNCS = PluginFuncs(
-    add=cmd_add, del_=cmd_del, check=cmd_check, status=cmd_status, gc=cmd_gc
-)
+def plugin_funcs(
+    make_deps: DepsFactory | None = None, make_ipam: IpamFactory | None = None
+) -> PluginFuncs:
+    """The five commands over these factories (None: the production ones)."""
+    return PluginFuncs(
+        add=lambda a: cmd_add(a, make_deps, make_ipam),
+        del_=lambda a: cmd_del(a, make_deps, make_ipam),
+        check=lambda a: cmd_check(a, make_deps, make_ipam),
+        status=lambda a: cmd_status(a, make_deps, make_ipam),
+        gc=lambda a: cmd_gc(a, make_deps, make_ipam),
+    )

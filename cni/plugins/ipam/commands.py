@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cni.args import requested_ips
 from cni.attach.ipam_glue import attachment_request
@@ -37,6 +37,9 @@ from cni.errors import CHECK_FAILED, INVALID_CONFIG, CniError
 from cni.ipam import IpamClient, IpamError, IpamRequest, IpamResult
 from cni.skel import CmdArgs, PluginFuncs
 from cni.types import IPConfig, Result, Route, parse_cidr, parse_ip, parse_network
+
+if TYPE_CHECKING:
+    from cni.deps import DepsFactory
 
 log = logging.getLogger(__name__)
 
@@ -186,8 +189,15 @@ class Commands:
         log.info("GC released %d attachment(s) of network %s", count, args.conf.name)
 
 
-def plugin_funcs(client_factory: ClientFactory = _real_client) -> PluginFuncs:
-    cmds = Commands(client_factory)
+def plugin_funcs(
+    make_deps: DepsFactory | None = None, make_ipam: ClientFactory | None = None
+) -> PluginFuncs:
+    """The five commands over this IPAM client factory (None: ipamd's client).
+
+    An IPAM plugin touches no kernel object: ``make_deps`` is accepted for the
+    common shape and never called.
+    """
+    cmds = Commands(make_ipam or _real_client)
     return PluginFuncs(
         add=cmds.add,
         del_=cmds.delete,

@@ -23,8 +23,7 @@ Imports only light modules at top; adapters come through ``cni.deps``.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cni.attach.rdma import (
     move_rdma_in,
@@ -32,7 +31,7 @@ from cni.attach.rdma import (
     require_exclusive,
     resolve_rdma_device,
 )
-from cni.deps import Deps
+from cni.deps import Deps, DepsFactory, default_deps
 from cni.errors import (
     CHECK_FAILED,
     DEVICE_ERROR,
@@ -48,20 +47,15 @@ from cni.state.cache import StateCache
 from cni.state.locks import Locks
 from cni.types import Interface, Result
 
+if TYPE_CHECKING:
+    from cni.attach.commands import IpamFactory
+
 log = logging.getLogger(__name__)
 
 PLUGIN = "rdma"
 #: Our VF plugins' caches, consulted when the VF tables cannot name the VF.
 VF_PLUGIN_CACHES = ("sriov", "ib-sriov")
 NO_DEVICE_ID = '"DeviceID" network configuration attribute is required for rdma CNI'
-
-DepsFactory = Callable[[CmdArgs], Deps]
-
-
-def real_deps_for(ca: CmdArgs) -> Deps:
-    from cni.deps import real_deps
-
-    return real_deps(ca.env)
 
 
 # ------------------------------------------------------------ VF from MAC
@@ -170,7 +164,7 @@ def _already_attached(deps: Deps, cache: StateCache, ca: CmdArgs, pci: str) -> b
     return present
 
 
-def cmd_add(ca: CmdArgs, make_deps: DepsFactory = real_deps_for) -> Result | None:
+def cmd_add(ca: CmdArgs, make_deps: DepsFactory = default_deps) -> Result | None:
     conf = load_conf(ca.netconf)
     if ca.conf.prev_result is None:
         raise CniError(
@@ -221,7 +215,7 @@ def _restore(
         cache.delete(cid, ifname)
 
 
-def cmd_del(ca: CmdArgs, make_deps: DepsFactory = real_deps_for) -> None:
+def cmd_del(ca: CmdArgs, make_deps: DepsFactory = default_deps) -> None:
     load_conf(ca.netconf)
     deps = make_deps(ca)
     try:
@@ -239,7 +233,7 @@ def cmd_del(ca: CmdArgs, make_deps: DepsFactory = real_deps_for) -> None:
         deps.close()
 
 
-def cmd_check(ca: CmdArgs, make_deps: DepsFactory = real_deps_for) -> None:
+def cmd_check(ca: CmdArgs, make_deps: DepsFactory = default_deps) -> None:
     load_conf(ca.netconf)
     deps = make_deps(ca)
     try:
@@ -259,7 +253,7 @@ def cmd_check(ca: CmdArgs, make_deps: DepsFactory = real_deps_for) -> None:
         deps.close()
 
 
-def cmd_gc(ca: CmdArgs, make_deps: DepsFactory = real_deps_for) -> None:
+def cmd_gc(ca: CmdArgs, make_deps: DepsFactory = default_deps) -> None:
     """Restore the devices of attachments of this network the runtime dropped."""
     network = ca.conf.name
     deps = make_deps(ca)
@@ -278,7 +272,7 @@ def cmd_gc(ca: CmdArgs, make_deps: DepsFactory = real_deps_for) -> None:
         deps.close()
 
 
-def cmd_status(ca: CmdArgs, make_deps: DepsFactory = real_deps_for) -> None:
+def cmd_status(ca: CmdArgs, make_deps: DepsFactory = default_deps) -> None:
     deps = make_deps(ca)
     try:
         require_exclusive(deps.rdma)
@@ -288,7 +282,15 @@ def cmd_status(ca: CmdArgs, make_deps: DepsFactory = real_deps_for) -> None:
         deps.close()
 
 
-def plugin_funcs(make_deps: DepsFactory = real_deps_for) -> PluginFuncs:
+def plugin_funcs(
+    make_deps: DepsFactory | None = None, make_ipam: IpamFactory | None = None
+) -> PluginFuncs:
+    """The five commands over this deps factory (None: the production one).
+
+    rdma allocates no address: ``make_ipam`` is accepted for the common shape
+    and never called.
+    """
+    make_deps = make_deps or default_deps
     return PluginFuncs(
         add=lambda ca: cmd_add(ca, make_deps),
         del_=lambda ca: cmd_del(ca, make_deps),

@@ -32,7 +32,7 @@ from cni.skel import CmdArgs, PluginFuncs
 from cni.types import Result
 
 if TYPE_CHECKING:
-    from cni.deps import Deps
+    from cni.deps import Deps, DepsFactory
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +64,9 @@ def add(args: CmdArgs, nc: NetConf, deps: Deps, ipam: IpamClient | None) -> Resu
 
 
 def cmd_add(
-    args: CmdArgs, deps: Deps | None = None, ipam_factory: IpamFactory | None = None
+    args: CmdArgs,
+    deps: Deps | DepsFactory | None = None,
+    ipam_factory: IpamFactory | None = None,
 ) -> Result:
     nc = load_conf(args.netconf, args.cni_args)
     with resources(args, deps, ipam_factory) as (d, ipam):
@@ -75,7 +77,9 @@ def cmd_add(
 
 
 def cmd_del(
-    args: CmdArgs, deps: Deps | None = None, ipam_factory: IpamFactory | None = None
+    args: CmdArgs,
+    deps: Deps | DepsFactory | None = None,
+    ipam_factory: IpamFactory | None = None,
 ) -> None:
     nc = load_conf(args.netconf, args.cni_args, require_device=False)
     req = DetachRequest(PLUGIN, nc.name, args.container_id, args.ifname, args.netns)
@@ -87,7 +91,9 @@ def cmd_del(
 
 
 def cmd_check(
-    args: CmdArgs, deps: Deps | None = None, ipam_factory: IpamFactory | None = None
+    args: CmdArgs,
+    deps: Deps | DepsFactory | None = None,
+    ipam_factory: IpamFactory | None = None,
 ) -> None:
     nc = load_conf(args.netconf, args.cni_args, require_device=False)
     prev = prev_attachment(nc.base.prev_result, args.ifname)
@@ -99,7 +105,9 @@ def cmd_check(
 
 
 def cmd_status(
-    args: CmdArgs, deps: Deps | None = None, ipam_factory: IpamFactory | None = None
+    args: CmdArgs,
+    deps: Deps | DepsFactory | None = None,
+    ipam_factory: IpamFactory | None = None,
 ) -> None:
     """STATUS: 50 when ipamd (or the delegated IPAM's STATUS) says unavailable."""
     load_conf(args.netconf, args.cni_args, require_device=False)
@@ -107,7 +115,9 @@ def cmd_status(
 
 
 def cmd_gc(
-    args: CmdArgs, deps: Deps | None = None, ipam_factory: IpamFactory | None = None
+    args: CmdArgs,
+    deps: Deps | DepsFactory | None = None,
+    ipam_factory: IpamFactory | None = None,
 ) -> None:
     nc = load_conf(args.netconf, args.cni_args, require_device=False)
     with resources(args, deps, ipam_factory) as (d, ipam):
@@ -115,6 +125,14 @@ def cmd_gc(
     raise_gc_errors(errors)
 
 
-FUNCS = PluginFuncs(
-    add=cmd_add, del_=cmd_del, check=cmd_check, status=cmd_status, gc=cmd_gc
-)
+def plugin_funcs(
+    make_deps: DepsFactory | None = None, make_ipam: IpamFactory | None = None
+) -> PluginFuncs:
+    """The five commands over these factories (None: the production ones)."""
+    return PluginFuncs(
+        add=lambda a: cmd_add(a, make_deps, make_ipam),
+        del_=lambda a: cmd_del(a, make_deps, make_ipam),
+        check=lambda a: cmd_check(a, make_deps, make_ipam),
+        status=lambda a: cmd_status(a, make_deps, make_ipam),
+        gc=lambda a: cmd_gc(a, make_deps, make_ipam),
+    )

@@ -26,7 +26,13 @@ from typing import Any
 
 from railyard_sim import daemon, recording
 from railyard_sim.lab import Lab, LabError, RailSpec, ip_json, run_ip
-from railyard_sim.runtime import DEBIAN_BIN, Attachment, PluginError, Runtime, plugin_bin_dir
+from railyard_sim.runtime import (
+    DEBIAN_BIN,
+    Attachment,
+    PluginError,
+    Runtime,
+    plugin_bin_dir,
+)
 
 POD_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,19}")
 PODS = "pods"
@@ -181,7 +187,7 @@ def conflist(
 
 def runtime(lab: Lab) -> Runtime:
     """Runtime whose plugins are this project's, pointed at the lab and its ipamd."""
-    env = {**lab.env(), **daemon.client_env(lab.dir), "RAILYARD_NODE_NAME": NODE_NAME}
+    env = {**daemon.client_env(lab.dir), "RAILYARD_NODE_NAME": NODE_NAME}
     bins = [plugin_bin_dir(lab.dir), DEBIAN_BIN]
     return Runtime(bins, env=env, cache_dir=lab.dir / RESULTS)
 

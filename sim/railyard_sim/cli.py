@@ -29,7 +29,7 @@ import click
 
 from railyard_sim import daemon, pods
 from railyard_sim.lab import MANIFEST, Lab, LabError
-from railyard_sim.runtime import PluginError
+from railyard_sim.runtime import DEBIAN_BIN, PluginError
 
 DEFAULT_LAB = Path(os.environ.get("RAILYARD_SIM_LAB", "/run/railyard-sim/lab"))
 F = TypeVar("F", bound=Callable[..., Any])
@@ -82,10 +82,23 @@ def do_up(lab_dir: Path, rails: int, ib_rails: int, vfs_per_pf: int) -> Lab:
         vfs = ", ".join(f"{v.pci}={v.netdev}/{v.rdma}" for v in r.vfs)
         click.echo(
             f"  rail {r.number} {r.kind:<4} PF {r.pf_pci} {r.pf_netdev} "
-            f"gw {r.gateway_v4} {r.gateway_v6}  VFs {vfs}"
+            f"mtu {r.pf_mtu} gw {r.gateway_v4} {r.gateway_v6}  VFs {vfs}"
         )
-    click.echo(f"  pools {lab.pools_file}; plugins see RAILYARD_SIM_ROOT={lab.dir}")
+    click.echo(f"  pools {lab.pools_file}")
+    click.echo("environment of a plugin run by hand on this host (copy-paste):")
+    for key, value in hand_run_env(lab).items():
+        click.echo(f"  export {key}={value}")
     return lab
+
+
+def hand_run_env(lab: Lab) -> dict[str, str]:
+    """What a plugin exec'd by hand needs here: the lab's launchers first in
+    CNI_PATH (Debian's plugins after them), its ipamd, its state dir."""
+    return {
+        "CNI_PATH": f"{lab.bin_dir}:{DEBIAN_BIN}",
+        **daemon.client_env(lab.dir),
+        "RAILYARD_STATE_DIR": str(lab.state_dir),
+    }
 
 
 def do_pod(
