@@ -27,15 +27,15 @@ import re
 from pathlib import Path
 
 from cni.kernel import DeviceNotFound, InvalidArgument, PciDevice
+from cni.types import is_pci_address
 
-PCI_ADDRESS = re.compile(r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
 DPDK_DRIVERS = frozenset({"vfio-pci", "uio_pci_generic", "igb_uio"})
 _VIRTFN = re.compile(r"^virtfn(\d+)$")
 
 
 def check_pci(pci: str) -> str:
     """``pci`` if it is a full PCI address ("0000:af:00.2"), else InvalidArgument."""
-    if not PCI_ADDRESS.fullmatch(pci):
+    if not is_pci_address(pci):
         raise InvalidArgument(
             f"{pci!r} is not a PCI address (expected DDDD:BB:DD.F, e.g. 0000:af:00.2)"
         )

@@ -22,11 +22,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from cni.deps import Deps
-from cni.skel import CmdArgs
 from railyard_sim.host import lab_deps
 from railyard_sim.lab import Lab, RailSpec, VfSpec, ip_json
 from railyard_sim.recording import RecordingVfOps
+
+from cni.deps import Deps
+from cni.skel import CmdArgs, PluginFuncs
 from tests.doubles.fake_ipam import FakeIpam, FakePool
 from tests.doubles.faults import FaultProxy
 
@@ -87,6 +88,14 @@ class Harness:
         self.links = FaultProxy(deps.links)
         self.probes = FaultProxy(deps.probes)
         return dataclasses.replace(deps, links=self.links, probes=self.probes)
+
+    def funcs(self, commands: Any, deps: Deps | None = None) -> PluginFuncs:
+        """A plugin's commands (``commands.plugin_funcs``) on this lab with the
+        FakeIpam: with ``deps`` (closed after one command), else fresh lab
+        deps for each command."""
+        make_deps = (lambda _a: deps) if deps is not None else (lambda _a: self.deps())
+        funcs: PluginFuncs = commands.plugin_funcs(make_deps, self.ipam_factory)
+        return funcs
 
     def pod(self) -> str:
         """A fresh pod netns (lab-owned); its /var/run/netns path."""

@@ -23,7 +23,6 @@ from tests.doubles.sriov_lab import link as host_link
 pytestmark = pytest.mark.integration
 
 
-
 @pytest.fixture
 def h(tmp_path: Path) -> Iterator[Harness]:
     with Harness.up(tmp_path, rails=1, ib_rails=2) as harness:
