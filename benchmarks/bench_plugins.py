@@ -49,7 +49,6 @@ from railyard_sim.runtime import (  # noqa: E402
     PluginError,
     Runtime,
     plugin_bin_dir,
-    shim_bin_dir,
 )
 
 REPO = Path(__file__).resolve().parents[1]
@@ -204,7 +203,7 @@ def load_average() -> str:
 
 
 def compile_bytecode() -> None:
-    for package in ("cni", "ipamd", "railyard_sim"):
+    for package in ("cni", "ipamd", "sim/railyard_sim"):
         compileall.compile_dir(REPO / package, quiet=1, workers=0)
 
 
@@ -237,15 +236,17 @@ def run(runs: int, columns: list[str]) -> None:
         try:
             daemon.apply_pools(lab.dir, lab.pools_file)
             base = {
-                **lab.env(),
                 **daemon.client_env(lab.dir),
                 "RAILYARD_STATE_DIR": str(root / "state"),
                 "RAILYARD_NODE_NAME": "bench",
                 "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             }
-            warm_env = {**base, **agent.client_env(lab.dir)}
-            warm_bins = shim_bin_dir(root / "warm")
-            direct_bins = shim_bin_dir(root / "direct")
+            warm_env = base
+            warm_bins = agent.shim_bin_dir(root / "warm", lab.dir)
+            # The same shims with no agent behind their socket: direct mode.
+            direct_bins = agent.shim_bin_dir(
+                root / "direct", lab.dir, socket=root / "no-agent.sock"
+            )
             benches = {
                 "warm": Bench(
                     lab,
@@ -298,7 +299,7 @@ def run(runs: int, columns: list[str]) -> None:
                 "direct": (direct_bins / "sriov", base),
                 "go": (DEBIAN_BIN / "host-device", base),
             }
-            today = plugin_bin_dir(root / "today") / "sriov"
+            today = plugin_bin_dir(lab.dir) / "sriov"
             today_samples: list[float] = []
             for _ in range(max(runs, 10)):
                 for column in benches:

@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from railyard_sim import agent, daemon  # noqa: E402
 from railyard_sim.lab import Lab  # noqa: E402
-from railyard_sim.runtime import Attachment, Runtime, shim_bin_dir  # noqa: E402
+from railyard_sim.runtime import Attachment, Runtime  # noqa: E402
 
 
 def vitals(pid: int) -> str:
@@ -66,13 +66,12 @@ def run(cycles: int) -> None:
                 ],
             }
             env = {
-                **lab.env(),
                 **daemon.client_env(lab.dir),
-                **agent.client_env(lab.dir),
                 "RAILYARD_STATE_DIR": str(root / "state"),
                 "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             }
-            rt = Runtime([shim_bin_dir(root)], env=env, cache_dir=root / "cache")
+            bins = agent.shim_bin_dir(root / "bin", lab.dir)
+            rt = Runtime([bins], env=env, cache_dir=root / "cache")
             ns = lab.netns_name("soak")
             subprocess.run(["ip", "netns", "add", ns], check=True)
             try:

@@ -100,9 +100,13 @@ def test_install_reinstall_and_uninstall_touch_only_what_install_made(
         assert launcher[0] == f"#!{python} -IS"
         assert f'railyard-cni launcher for CNI type "{name}"' in launcher[1]
     assert os.readlink(bin_dir / "ipamd") == str(prefix / "venv" / "bin" / "ipamd")
-    for script in ("railyard-sim", "railyard-agent"):
-        assert os.readlink(bin_dir / script) == str(prefix / "venv" / "bin" / script)
+    assert os.readlink(bin_dir / "railyard-agent") == str(
+        prefix / "venv" / "bin" / "railyard-agent"
+    )
     site = next((prefix / "venv" / "lib").glob("python3*/site-packages"))
+    # The simulated host is not part of a node unless asked for (--with-sim).
+    assert not (bin_dir / "railyard-sim").exists()
+    assert not (site / "railyard_sim").exists()
     assert list(
         (site / "cni" / "plugins" / "sriov" / "__pycache__").glob("__main__*.pyc")
     )
@@ -142,10 +146,21 @@ def test_install_reinstall_and_uninstall_touch_only_what_install_made(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
-    again = install(prefix, cni_bin, bin_dir)  # re-install = upgrade, no --force needed
+    # Re-install = upgrade, no --force needed; here with the simulated host.
+    again = install(prefix, cni_bin, bin_dir, "--with-sim")
     out, err = busy.communicate(b"{not json", timeout=60)
     assert again.returncode == 0, again.stderr
     assert b'"code": 6' in out and busy.returncode == 1, (out, err)
+    sim_link = f"link\t{bin_dir / 'railyard-sim'}\t{prefix / 'venv/bin/railyard-sim'}"
+    assert sorted((prefix / "install-manifest.txt").read_text().splitlines()) == sorted(
+        [*manifest.splitlines(), sim_link]
+    )
+    assert (site / "railyard_sim" / "launchers.py").is_file()
+    # Without the flag again: the simulator and its link go, the rest is as before.
+    plain = install(prefix, cni_bin, bin_dir)
+    assert plain.returncode == 0, plain.stderr
+    assert not (site / "railyard_sim").exists()
+    assert not (bin_dir / "railyard-sim").exists()
     assert sorted((prefix / "install-manifest.txt").read_text().splitlines()) == sorted(
         manifest.splitlines()
     )

@@ -6,8 +6,9 @@
 #                                  stdlib-only shims (cni/agent/shim.py), run with
 #                                  -IS by the venv's interpreter: they forward to
 #                                  railyard-agent, or run the plugin directly
-#   <bin-dir>/{ipamd,railyard-sim,railyard-agent}
-#                                  symlinks to the venv's console scripts
+#   <bin-dir>/{ipamd,railyard-agent}
+#                                  symlinks to the venv's console scripts (and
+#                                  railyard-sim with --with-sim)
 #   <prefix>/install-manifest.txt  everything the above created; uninstall.sh reads it
 #
 # Re-running is an upgrade. A file in the CNI bin dir (or bin dir) that an
@@ -22,8 +23,11 @@ usage: install.sh [options] [SOURCE]
   SOURCE               repo checkout to install (default: the repo holding this script)
   --prefix DIR         install root; the venv goes to DIR/venv (default /opt/railyard)
   --cni-bin-dir DIR    where runtimes look for CNI plugins (default /opt/cni/bin)
-  --bin-dir DIR        where ipamd and railyard-sim are linked (default /usr/local/bin;
+  --bin-dir DIR        where ipamd, railyard-agent (and railyard-sim) are linked (default /usr/local/bin;
                        "none" to skip)
+  --with-sim           also install the simulated host (the railyard-sim distribution
+                       in sim/, the "sim" extra): for CI, demos and benchmarks, never
+                       needed on a real node
   --python PY          interpreter that creates the venv (default python3, >= 3.11)
   --agent-socket PATH  railyard-agent's socket baked into the CNI shims
                        (default /run/railyard/agent/agent.sock)
@@ -36,6 +40,7 @@ CNI_BIN_DIR=/opt/cni/bin
 BIN_DIR=/usr/local/bin
 PYTHON=python3
 FORCE=0
+WITH_SIM=0
 SOURCE=""
 AGENT_SOCKET=/run/railyard/agent/agent.sock
 while [ $# -gt 0 ]; do
@@ -51,6 +56,7 @@ while [ $# -gt 0 ]; do
     --agent-socket) AGENT_SOCKET=$2; shift 2 ;;
     --agent-socket=*) AGENT_SOCKET=${1#*=}; shift ;;
     --force) FORCE=1; shift ;;
+    --with-sim) WITH_SIM=1; shift ;;
     -h|--help) usage; exit 0 ;;
     -*) echo "install.sh: unknown option $1" >&2; usage >&2; exit 2 ;;
     *) SOURCE=$1; shift ;;
@@ -77,7 +83,8 @@ MANIFEST=$PREFIX/install-manifest.txt
 # CNI type name -> console script in pyproject.toml ([project.scripts]).
 CNI_PLUGINS=(sriov:railyard-sriov ib-sriov:railyard-ib-sriov rdma:railyard-rdma
              railyard-ipam:railyard-ipam)
-LINKED_SCRIPTS=(ipamd railyard-sim railyard-agent)
+LINKED_SCRIPTS=(ipamd railyard-agent)
+[ "$WITH_SIM" = 1 ] && LINKED_SCRIPTS+=(railyard-sim)
 MARK="railyard-cni launcher"
 
 # Directories this and earlier runs created (uninstall removes them when empty).
@@ -154,7 +161,22 @@ pip_quiet install -q --upgrade --upgrade-strategy only-if-needed "$WHEEL"
 # re-install must still be an upgrade: always replace our own package.
 pip_quiet install -q --force-reinstall --no-deps "$WHEEL"
 SITE=$("$VENV/bin/python" -I -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-"$VENV/bin/python" -I -m compileall -q -j 0 "$SITE/cni" "$SITE/ipamd" >/dev/null
+COMPILE=("$SITE/cni" "$SITE/ipamd")
+if [ "$WITH_SIM" = 1 ]; then
+  log "installing the simulated host (railyard-sim) from $SOURCE/sim"
+  pip_quiet wheel -q --no-deps -w "$WORK/sim-wheel" "$WORK/src/sim"
+  # --no-deps: what it needs (railyard-cni, click, PyYAML) is installed above,
+  # and the name is never looked up on an index.
+  pip_quiet install -q --force-reinstall --no-deps "$WORK"/sim-wheel/railyard_sim-*.whl
+  COMPILE+=("$SITE/railyard_sim")
+elif "$VENV/bin/python" -I -c 'import railyard_sim' 2>/dev/null; then
+  log "removing the simulated host an earlier --with-sim run installed"
+  pip_quiet uninstall -q -y railyard-sim
+  if [ "$BIN_DIR" != none ] && [ -n "${OWNED[$BIN_DIR/railyard-sim]:-}" ]; then
+    rm -f "$BIN_DIR/railyard-sim"
+  fi
+fi
+"$VENV/bin/python" -I -m compileall -q -j 0 "${COMPILE[@]}" >/dev/null
 
 # Entry points come from the installed metadata, so the launchers follow
 # pyproject.toml instead of repeating it.

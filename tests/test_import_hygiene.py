@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Cold-start hygiene (STYLE 3.5): what a plugin process imports, by path.
+"""Cold-start hygiene: what a plugin process imports, by path.
 
 Runtimes such as podman exec VERSION before every ADD and DEL, so VERSION and
 config errors must load nothing third-party; pyroute2/pyudev/grpc arrive only
@@ -48,7 +48,7 @@ try:
         # command is about to run.
         from cni.skel import run_plugin
         code = run_plugin(
-            lambda: importlib.import_module(target).FUNCS, "hygiene"
+            lambda: importlib.import_module(target).plugin_funcs(), "hygiene"
         )
 except SystemExit as e:
     code = e.code

@@ -45,8 +45,8 @@ if TYPE_CHECKING:
 
 # ---- baked in by render(); the values below serve tests and a checkout -----
 PLUGIN = "sriov"
-MODULE = "cni.plugins.sriov.__main__"
-FUNC = "main"
+#: What direct mode runs with ``PYTHON -I -c``: the plugin's own entry point.
+DIRECT = "import sys; from cni.plugins.sriov.__main__ import main; sys.exit(main())"
 PYTHON = sys.executable
 SOCKET = "/run/railyard/agent/agent.sock"
 SUPPORTED = ("0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0")
@@ -98,9 +98,8 @@ def _seconds(name: str, default: float) -> float:
 def _direct(reason: str) -> NoReturn:
     """Exec the real plugin in this process; stdin is still unread."""
     _log(f"agent not used ({reason}); running the plugin directly")
-    code = f"import sys; from {MODULE} import {FUNC}; sys.exit({FUNC}())"
     try:
-        posix.execv(PYTHON, [PYTHON, "-I", "-c", code, *sys.argv[1:]])
+        posix.execv(PYTHON, [PYTHON, "-I", "-c", DIRECT, *sys.argv[1:]])
     except OSError as exc:
         _fail(INTERNAL, "cannot run the plugin", f"exec {PYTHON}: {exc}")
     raise AssertionError("unreachable")  # execv does not return
@@ -236,8 +235,16 @@ def render(
     python: str,
     socket_path: str,
     interpreter: str = "/usr/bin/python3",
+    direct_code: str = "",
 ) -> str:
-    """This file as the installed shim for ``plugin``, values baked in."""
+    """This file as the installed shim for ``plugin``, values baked in.
+
+    Direct mode runs ``module.func()`` (a console script's entry point), or
+    ``direct_code`` when given (the simulated host's launchers).
+    """
+    direct = (
+        direct_code or f"import sys; from {module} import {func}; sys.exit({func}())"
+    )
     from pathlib import Path
 
     from cni import _version
@@ -251,8 +258,7 @@ def render(
     baked = (
         f"# ---- baked in by packaging/install.sh (railyard {_version.VERSION})\n"
         f"PLUGIN = {plugin!r}\n"
-        f"MODULE = {module!r}\n"
-        f"FUNC = {func!r}\n"
+        f"DIRECT = {direct!r}\n"
         f"PYTHON = {python!r}\n"
         f"SOCKET = {socket_path!r}\n"
         f"SUPPORTED = {tuple(cni_version.ALL)!r}\n"

@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from cni.attach.allocation import Allocations, HomeNames
+from cni.attach.allocation import Allocations
 from cni.attach.conf import DEFAULT_RULE_PRIORITY
 from cni.attach.detection import DetectionPolicy, announce, start_detection
 from cni.attach.device import VfDevice, host_netdevs, resolve_vf
@@ -177,17 +177,7 @@ def attach(
         host: LinkInfo | None = None
         if not dev.dpdk:
             assert dev.netdev is not None
-            home = HomeNames(deps.state_dir).get(spec.pci)
-            host = locate_host_netdev(
-                deps.links,
-                [dev.netdev],
-                home[0] if home else None,
-                None,
-                home[1] if home else None,
-            )
-            if host is not None and host.name != dev.netdev:
-                log.info("VF %s netdev is %s (sysfs lags)", spec.pci, host.name)
-                dev = replace(dev, netdev=host.name)
+            host = locate_host_netdev(deps.links, [dev.netdev], None, None, None)
             if host is None:
                 raise CniError(
                     DEVICE_ERROR,
@@ -444,7 +434,7 @@ class DetachRequest:
 def detach(deps: Deps, req: DetachRequest, ipam: IpamClient | None) -> None:
     """DEL: restore everything the record says ADD changed; release the address.
 
-    The kernel side never waits for ipamd (STYLE 3.11): the VF is restored
+    The kernel side never waits for ipamd: the VF is restored
     first, then the address released. If the release fails then (code 11 when
     ipamd is unreachable), the record is cut down to what a retry needs (stage
     ``release-pending``; the VF and its allocation marker are free) and
@@ -627,7 +617,6 @@ def _rehome_netdev(deps: Deps, st: VfState) -> None:
         log.info("VF %s netdev came back as %s", st.pci, found.name)
         rename_in_host(deps.links, deps.netns, found.name, st.host_ifname)
     restore_link(deps.links, st.host_ifname, st.orig_mac, st.orig_mtu, None)
-    remember_home(deps, st.pci, st.host_ifname)
 
 
 def _restore_netdev(
@@ -656,23 +645,7 @@ def _restore_netdev(
         if back.name != host_name:
             rename_in_host(deps.links, deps.netns, back.name, host_name)
     restore_link(deps.links, host_name, st.orig_mac, st.orig_mtu, None)
-    remember_home(deps, st.pci, host_name)
     return True
-
-
-def remember_home(deps: Deps, pci: str, name: str) -> None:
-    """After the netdev got its host name back: note it if sysfs lags the rename.
-
-    A real sysfs lists the new name under the function's ``net/`` at once;
-    only a tree that does not (a plain-file one) needs ``HomeNames``.
-    """
-    homes = HomeNames(deps.state_dir)
-    if name in host_netdevs(deps.sysfs, pci):
-        homes.forget(pci)
-        return
-    link = deps.links.find(name)
-    if link is not None:
-        homes.remember(pci, name, link.index)
 
 
 # ------------------------------------------------------------------- CHECK

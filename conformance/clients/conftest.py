@@ -48,11 +48,7 @@ def install(needs_root: None, installation: Any) -> Installation:
     """The installed plugins, from the conformance suite's ``installation``
     fixture (conformance/conftest.py); a missing one fails: a packaging
     mistake must."""
-    inst = Installation(
-        Path(installation.cni_bin),
-        installation.tool("ipamd"),
-        installation.tool("railyard-agent"),
-    )
+    inst = Installation(Path(installation.cni_bin), installation.tool("ipamd"))
     missing = inst.missing()
     if missing:
         pytest.fail(f"{', '.join(missing)} not installed in {inst.cni_bin_dir}")
@@ -65,9 +61,9 @@ def make_host(
 ) -> Iterator[Callable[..., SimHost]]:
     """Factory of simulated nodes (lab + ipamd); all torn down after the test.
 
-    Every client test runs twice: through the warm path (railyard-agent
-    running, the installed shims forward to it) and in direct mode (no agent:
-    the shims run each plugin themselves).
+    Every client test runs twice: through the warm path (the lab's CNI bin dir
+    holds shims forwarding to the installed agent serving that lab) and in
+    direct mode (the lab's launchers run each plugin in its own process).
     """
     made: list[SimHost] = []
     warm = request.param == "warm"

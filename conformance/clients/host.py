@@ -1,15 +1,16 @@
 # SPDX-License-Identifier: Apache-2.0
 """The node the client tests run on: installed plugins, a simulated host, ipamd.
 
-- ``Installation``: where ``packaging/install.sh`` put the CNI launchers and
-  ``ipamd`` (found by the conformance suite's ``installation`` fixture: the
-  node's /opt/cni/bin + /opt/railyard from ``./dev test``, or a session install).
-  The tests exec only these, never the source tree.
+- ``Installation``: where ``packaging/install.sh`` (with ``--with-sim``) put the
+  CNI launchers, ``ipamd`` and the venv's interpreter (found by the conformance
+  suite's ``installation`` fixture: the node's installation from ``./dev test``,
+  or a session install). The tests exec only installed code, never the source tree.
 - ``SimHost``: a ``railyard_sim.lab.Lab`` (veth "VFs" in this, the root, netns, so that
   every runtime's plugin execs see them) plus an ipamd on a unix socket in the lab
-  directory, serving the lab's SpiderIPPools. ``env`` is what a plugin process
-  needs to use it (``RAILYARD_SIM_ROOT``, ``RAILYARD_STATE_DIR``,
-  ``RAILYARD_IPAMD_SOCKET``).
+  directory, serving the lab's SpiderIPPools. Its ``cni_bin_dir`` holds the lab's
+  launchers, run by the installed interpreter (the installed plugins with the
+  simulated host's deps injected, ``railyard_sim.launchers``); ``env`` is what a
+  plugin process needs besides (``RAILYARD_STATE_DIR``, ``RAILYARD_IPAMD_SOCKET``).
 
 Imports: standard library, and ``railyard_sim.lab`` for building the lab (test
 infrastructure; it is not the code under test).
@@ -29,6 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from railyard_sim import agent as agent_sim
+from railyard_sim import launchers
 from railyard_sim.lab import Lab, RailSpec, VfSpec
 
 from . import netview
@@ -46,15 +49,14 @@ class Installation:
 
     cni_bin_dir: Path
     ipamd: str
-    agent: str = ""
 
     def missing(self) -> list[str]:
         return [p for p in PLUGINS if not os.access(self.cni_bin_dir / p, os.X_OK)]
 
     @property
-    def cni_path(self) -> str:
-        """CNI_PATH of a node: our launchers first, then Debian's Go plugins."""
-        return f"{self.cni_bin_dir}:/usr/lib/cni"
+    def python(self) -> str:
+        """The installed venv's interpreter (beside its ``ipamd`` script)."""
+        return str(Path(self.ipamd).parent / "python")
 
 
 def wait_for(
@@ -142,10 +144,12 @@ class Ipamd:
 
 
 class Agent:
-    """The installed ``railyard-agent`` on ``<dir>/agent/agent.sock`` (warm path)."""
+    """The installed agent serving a lab (``railyard_sim.agent``, the production
+    server with the lab's deps) on ``<dir>/agent/agent.sock``: the warm path."""
 
-    def __init__(self, exe: str, workdir: Path) -> None:
-        self.exe = exe
+    def __init__(self, python: str, lab_dir: Path, workdir: Path) -> None:
+        self.python = python
+        self.lab_dir = lab_dir
         self.socket = workdir / "agent" / "agent.sock"
         self.log = workdir / "agent.log"
         self.proc: subprocess.Popen[bytes] | None = None
@@ -153,7 +157,15 @@ class Agent:
     def start(self) -> None:
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
-                [self.exe, "--socket", str(self.socket)],
+                [
+                    self.python,
+                    "-m",
+                    "railyard_sim.agent",
+                    "--lab",
+                    str(self.lab_dir),
+                    "--socket",
+                    str(self.socket),
+                ],
                 stdout=log,
                 stderr=log,
                 start_new_session=True,
@@ -221,7 +233,7 @@ class SimHost:
             ipamd.start()
             ipamd.check("pool", "apply", "-f", str(lab.pools_file))
             if warm:
-                agent = Agent(install.agent, workdir)
+                agent = Agent(install.python, lab.dir, workdir)
                 agent.start()
         except BaseException:
             if agent is not None:
@@ -232,6 +244,15 @@ class SimHost:
                 lab.down()
             shutil.rmtree(workdir, ignore_errors=True)
             raise
+        # The lab's CNI bin dir runs the installed code, not this checkout's:
+        # warm, shims forwarding to the installed agent (their direct mode is
+        # the launcher); otherwise the lab's launchers themselves.
+        if agent is not None:
+            agent_sim.shim_bin_dir(
+                lab.bin_dir, lab.dir, socket=agent.socket, python=install.python
+            )
+        else:
+            launchers.write(lab.bin_dir, lab.dir, python=install.python)
         host = cls(install, workdir, lab, ipamd, agent)
         host.state_dir.mkdir()
         return host
@@ -250,16 +271,21 @@ class SimHost:
     # ------------------------------------------------------------ views
 
     @property
+    def cni_bin_dir(self) -> Path:
+        """Where our plugins are for a runtime on this host: the lab's launchers."""
+        return self.lab.bin_dir
+
+    @property
+    def cni_path(self) -> str:
+        """CNI_PATH of this node: our launchers first, then Debian's Go plugins."""
+        return f"{self.cni_bin_dir}:/usr/lib/cni"
+
+    @property
     def env(self) -> dict[str, str]:
         """What a plugin process must see to work on this simulated host."""
-        # Without an agent the shims are pointed at a socket that never exists,
-        # so a node-wide agent cannot serve this host's plugins by accident.
-        agent_socket = self.agent.socket if self.agent else self.dir / "no-agent.sock"
         return {
-            "RAILYARD_SIM_ROOT": str(self.lab.dir),
             "RAILYARD_STATE_DIR": str(self.state_dir),
             "RAILYARD_IPAMD_SOCKET": str(self.ipamd.socket),
-            "RAILYARD_AGENT_SOCKET": str(agent_socket),
         }
 
     def rail(self, number: int) -> RailSpec:

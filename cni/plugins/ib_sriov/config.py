@@ -4,7 +4,7 @@
 Imports only the standard library and the pure ``cni.{args,errors,types}``: a
 config error is reported without loading pyroute2 or grpc.
 
-ib-sriov-cni keys (peers.md 2.1): ``deviceID`` (required), ``pkey``,
+ib-sriov-cni keys: ``deviceID`` (required), ``pkey``,
 ``link_state``, ``rdmaIsolation`` (default false), ``ibKubernetesEnabled``,
 ``vfioPciMode``, ``runtimeConfig.infinibandGUID`` > ``args.cni.guid`` (and
 CNI_ARGS ``GUID``), ``ipam`` (``dhcp`` refused). A top-level ``guid`` key is
@@ -24,12 +24,15 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cni.args import CniArgs, args_cni, requested_guid
 from cni.attach import conf as keys
 from cni.attach.conf import DEFAULT_RULE_PRIORITY, BaseFields, json_value, opt_str
 from cni.types import NetConf as BaseNetConf
+
+if TYPE_CHECKING:
+    from cni.skel import CmdArgs
 
 GUID_RE = re.compile(r"^([0-9a-fA-F]{2}:){7}[0-9a-fA-F]{2}$")
 PKEY_RE = re.compile(r"^(0[xX])?[0-9a-fA-F]{1,4}$")
@@ -107,7 +110,7 @@ def validate_pkey(pkey: str) -> str:
 # ------------------------------------------------------------------- load
 
 
-def load_conf(
+def parse_conf(
     data: Mapping[str, Any],
     cni_args: CniArgs | None = None,
     require_device: bool = True,
@@ -155,3 +158,8 @@ def load_conf(
         route_table=keys.route_table(data),
         rule_priority=prio,
     )
+
+
+def load_conf(args: CmdArgs) -> IbConf:
+    """The command's netconf, validated; only ADD requires a ``deviceID``."""
+    return parse_conf(args.netconf, args.cni_args, require_device=args.command == "ADD")

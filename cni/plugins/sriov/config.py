@@ -18,13 +18,16 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cni.args import CniArgs, requested_mac
 from cni.attach import conf as keys
 from cni.attach.conf import DEFAULT_RULE_PRIORITY, BaseFields, opt_int, opt_str
 from cni.errors import DECODE_FAILURE, CniError
 from cni.types import NetConf as BaseNetConf
+
+if TYPE_CHECKING:
+    from cni.skel import CmdArgs
 
 PROTO_8021Q = "802.1q"
 PROTO_8021AD = "802.1ad"
@@ -154,7 +157,7 @@ def _validate_mac(mac: str) -> str:
     return mac
 
 
-def load_conf(
+def parse_conf(
     stdin: bytes | str | Mapping[str, Any],
     cni_args: CniArgs | None = None,
     require_device: bool = True,
@@ -210,3 +213,8 @@ def load_conf(
         route_table=keys.route_table(data),
         rule_priority=prio,
     )
+
+
+def load_conf(args: CmdArgs) -> NetConf:
+    """The command's netconf, validated; only ADD requires a ``deviceID``."""
+    return parse_conf(args.netconf, args.cni_args, require_device=args.command == "ADD")

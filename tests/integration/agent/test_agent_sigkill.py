@@ -24,13 +24,7 @@ import pytest
 
 from railyard_sim import agent, daemon
 from railyard_sim.lab import Lab
-from railyard_sim.runtime import (
-    DEBIAN_BIN,
-    Attachment,
-    PluginError,
-    Runtime,
-    shim_bin_dir,
-)
+from railyard_sim.runtime import DEBIAN_BIN, Attachment, PluginError, Runtime
 from tests.doubles.sriov_lab import link
 
 pytestmark = pytest.mark.integration
@@ -101,15 +95,12 @@ def test_agent_killed_mid_add_then_del_and_add_again_leave_nothing_behind(
         ],
     }
     env = {
-        **lab.env(),
         **daemon.client_env(lab.dir),
-        **agent.client_env(lab.dir),
         "RAILYARD_STATE_DIR": str(tmp_path / "state"),
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
     }
-    rt = Runtime(
-        [shim_bin_dir(tmp_path), DEBIAN_BIN], env=env, cache_dir=tmp_path / "c"
-    )
+    bins = agent.shim_bin_dir(tmp_path / "bin", lab.dir)
+    rt = Runtime([bins, DEBIAN_BIN], env=env, cache_dir=tmp_path / "c")
     att = Attachment("ckill", pod, "net1")
 
     with ThreadPoolExecutor(1) as pool:

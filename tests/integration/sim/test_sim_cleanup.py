@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from railyard_sim import daemon
 from railyard_sim.lab import Lab, link_names, netns_names
 from railyard_sim.recording import Faults
@@ -177,7 +176,9 @@ class _Installed:
     def __init__(self, bin_dir: Path) -> None:
         bin_dir.mkdir()
         self.sim = bin_dir / "railyard-sim"
-        self.sim.write_text(f'#!/bin/sh\nexec {sys.executable} -m railyard_sim.cli "$@"\n')
+        self.sim.write_text(
+            f'#!/bin/sh\nexec {sys.executable} -m railyard_sim.cli "$@"\n'
+        )
         self.sim.chmod(0o755)
         self.ipamd = Path(sys.executable).parent / "ipamd"
 

@@ -1,18 +1,19 @@
 # SPDX-License-Identifier: Apache-2.0
 """The lab's ``railyard-agent``: started like its ipamd, stopped by pid.
 
-``python -m railyard_sim.agent --socket <lab>/agent/agent.sock`` is the
-simulated host's agent entry: it builds the plugin table the lab's plugins use
-(``sim_table``) and hands it to ``cni.agent.server.Agent``, the production
-server; the production ``railyard-agent`` builds its own. Plugins reach it
-through shims (``railyard_sim.runtime.shim_bin_dir``) and ``client_env``.
-
-``start``/``stop``/``client_env`` import the standard library only.
+``python -m railyard_sim.agent --lab DIR --socket <lab>/agent/agent.sock`` is
+the simulated host's agent entry: the production server
+(``cni.agent.server.Agent``) with a plugin table whose commands get the lab's
+``DepsFactory`` (``railyard_sim.host``), the way the lab's launchers
+(``railyard_sim.launchers``) run a plugin. ``shim_bin_dir`` writes the
+warm-path shims for a lab: the lab's agent socket baked in, and the lab's
+launcher body as their direct mode.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import os
 import signal
@@ -20,9 +21,15 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cni.agent.server import PluginTable
 
 SOCKET_ENV = "RAILYARD_AGENT_SOCKET"
 DIR = "agent"
+#: Where ``pods`` puts the lab's shims (the launchers stay in ``cni-bin``).
+SHIM_BIN_DIR = "warm-bin"
 PID = "agent.pid"
 LOG = "agent.log"
 
@@ -38,6 +45,57 @@ def socket_path(lab_dir: Path) -> Path:
 def client_env(lab_dir: Path) -> dict[str, str]:
     """Environment that points the shims at the lab's agent."""
     return {SOCKET_ENV: str(socket_path(lab_dir))}
+
+
+def shim_bin_dir(
+    out_dir: Path | str,
+    lab_dir: Path | str,
+    socket: Path | str | None = None,
+    python: str = "",
+) -> Path:
+    """Warm-path shims for the lab's plugins in ``out_dir``.
+
+    Each forwards to ``socket`` (default: the lab agent's); with no agent there
+    it runs the lab's launcher body in ``python`` (default: this interpreter),
+    exactly as ``railyard_sim.launchers`` does. Written to a temporary name and
+    renamed, so a runtime exec'ing a shim meanwhile sees old or new.
+    """
+    from cni.agent.shim import render
+    from cni.plugins.registry import PLUGINS
+
+    out = Path(out_dir)
+    lab = Path(lab_dir).absolute()
+    sock = str(socket or socket_path(lab))
+    python = python or sys.executable
+    out.mkdir(parents=True, exist_ok=True)
+    for cni_type in PLUGINS:
+        direct = (
+            f"from railyard_sim.launchers import run; run({cni_type!r}, {str(lab)!r})"
+        )
+        tmp = out / f".{cni_type}.tmp"
+        tmp.write_text(
+            render(cni_type, "", "", python, sock, python, direct_code=direct)
+        )
+        tmp.chmod(0o755)
+        os.replace(tmp, out / cni_type)
+    return out
+
+
+def sim_table(lab_dir: Path | str) -> PluginTable:
+    """Every plugin, its commands given the lab's ``DepsFactory``."""
+    from cni.agent.server import PluginEntry
+    from cni.plugins.registry import PLUGINS
+    from railyard_sim.host import deps_factory
+
+    make_deps = deps_factory(lab_dir)
+    return {
+        cni_type: PluginEntry(
+            functools.partial(p.funcs, make_deps),
+            f"{p.about} (simulated host {lab_dir})",
+            cni_type,
+        )
+        for cni_type, p in PLUGINS.items()
+    }
 
 
 def running_pid(lab_dir: Path) -> int | None:
@@ -63,6 +121,8 @@ def start(lab_dir: Path, timeout: float = 20.0, max_workers: int = 16) -> int:
         sys.executable,
         "-m",
         "railyard_sim.agent",
+        "--lab",
+        str(lab_dir),
         "--socket",
         str(sock),
         "--max-workers",
@@ -134,6 +194,7 @@ def _alive(pid: int) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="railyard_sim.agent")
+    parser.add_argument("--lab", type=Path, required=True)
     parser.add_argument("--socket", type=Path, required=True)
     parser.add_argument("--max-workers", type=int, default=16)
     args = parser.parse_args(argv)
@@ -142,17 +203,14 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s railyard-agent (lab): %(message)s",
     )
     os.environ["GRPC_ENABLE_FORK_SUPPORT"] = "false"
-    from cni.agent.plugins import PRELOAD, production_table
+    from cni.agent.plugins import PRELOAD
     from cni.agent.server import Agent
 
-    # The lab's plugins select the simulated host from the request's own
-    # environment (RAILYARD_SIM_ROOT), so the production table serves them;
-    # the recording seam is imported up front like every other dependency.
     agent = Agent(
-        production_table(),
+        sim_table(args.lab.absolute()),
         socket_path=args.socket,
         max_workers=args.max_workers,
-        preload=(*PRELOAD, "railyard_sim.recording"),
+        preload=(*PRELOAD, "railyard_sim.host", "railyard_sim.recording"),
     )
     agent.warm()
     agent.bind()

@@ -32,7 +32,6 @@ from railyard_sim.runtime import (
     PluginError,
     Runtime,
     plugin_bin_dir,
-    shim_bin_dir,
 )
 
 POD_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,19}")
@@ -188,11 +187,10 @@ def conflist(
 
 def runtime(lab: Lab) -> Runtime:
     """Runtime whose plugins are this project's, pointed at the lab and its ipamd."""
-    env = {**lab.env(), **daemon.client_env(lab.dir), "RAILYARD_NODE_NAME": NODE_NAME}
+    env = {**daemon.client_env(lab.dir), "RAILYARD_NODE_NAME": NODE_NAME}
     if agent.running_pid(lab.dir) is not None:
         # The warm path, as on a node with the agent: shims forward to it.
-        env.update(agent.client_env(lab.dir))
-        bins = [shim_bin_dir(lab.dir), DEBIAN_BIN]
+        bins = [agent.shim_bin_dir(lab.dir / agent.SHIM_BIN_DIR, lab.dir), DEBIAN_BIN]
     else:
         bins = [plugin_bin_dir(lab.dir), DEBIAN_BIN]
     return Runtime(bins, env=env, cache_dir=lab.dir / RESULTS)

@@ -1,10 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """The recording seam: PF-side VF settings, IB GUIDs, rebinds and RDMA netlink.
 
-This kernel has no SR-IOV and no RDMA, so in simulated mode (``RAILYARD_SIM_ROOT``)
-``cni.deps.real_deps`` swaps these two classes in for ``PyRoute2VfOps`` and
-``NetlinkRdmaOps``. Plugins are separate processes, so everything lives in files
-of the lab directory, changed under an flock:
+This kernel has no SR-IOV and no RDMA, so on the simulated host the lab's
+dependency factory (``railyard_sim.host``) injects these two classes in place
+of ``PyRoute2VfOps`` and ``NetlinkRdmaOps``. Plugins are separate processes, so
+everything lives in files of the lab directory, changed under an flock:
 
 - ``recording.json``: the PFs' VF tables (what ``ip link show <pf>`` would list),
   the RDMA devices' netns, the RDMA netns mode, the VF stand-ins' bridge ports;

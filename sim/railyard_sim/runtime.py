@@ -9,37 +9,23 @@ result (cniVersion >= 0.4.0). Plugins are executed from a CNI bin dir with CNI_*
 environment variables and the config on stdin; their stdout is the result or a
 CNI error, which becomes ``PluginError``.
 
-``plugin_bin_dir()`` supplies the plugins under their CNI type names (``sriov``,
-``ib-sriov``, ``rdma``, and the IPAM-only ``railyard-ipam``): links to this
-venv's ``railyard-*`` scripts, or ``/opt/cni/bin`` when only the packaged
-install exists.
+``plugin_bin_dir(lab)`` supplies the plugins under their CNI type names
+(``sriov``, ``ib-sriov``, ``rdma``, and the IPAM-only ``railyard-ipam``): the
+lab's launchers (``railyard_sim.launchers``).
 
-Imports: standard library only.
+Imports: standard library only at module level.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-# CNI type name -> console script of this project, as the packaged bin dir has
-# them. No "railyard": ipam types "railyard"/"spiderpool" are served in-process
-# by our plugins (cni.ipam.choose), never exec'd; "railyard-ipam" is the
-# IPAM-only binary that other main plugins (macvlan, host-device) exec.
-PLUGINS = {
-    "sriov": "railyard-sriov",
-    "ib-sriov": "railyard-ib-sriov",
-    "rdma": "railyard-rdma",
-    "railyard-ipam": "railyard-ipam",
-}
-INSTALLED_BIN = Path("/opt/cni/bin")
 DEBIAN_BIN = Path("/usr/lib/cni")
 CAPABILITY_KEY = "capabilities"
 
@@ -78,80 +64,13 @@ class Attachment:
     capability_args: Mapping[str, Any] | None = None  # runtimeConfig sources
 
 
-def venv_scripts_dir() -> Path | None:
-    """The bin dir holding this project's console scripts, if any."""
-    candidates = [Path(sys.executable).parent]
-    found = shutil.which("railyard-sriov")
-    if found:
-        candidates.append(Path(found).parent)
-    for d in candidates:
-        if (d / PLUGINS["sriov"]).is_file():
-            return d
-    return None
+def plugin_bin_dir(lab_dir: Path | str) -> Path:
+    """The lab's CNI bin dir: ``sriov``/``ib-sriov``/``rdma``/``railyard-ipam``
+    launchers running this interpreter's plugins on that simulated host
+    (``railyard_sim.launchers``); (re)written on every call."""
+    from railyard_sim import launchers
 
-
-def plugin_bin_dir(work_dir: Path | str) -> Path:
-    """A CNI bin dir where ``sriov``/``ib-sriov``/``rdma``/``railyard-ipam`` are ours.
-
-    Links to the venv's ``railyard-*`` scripts are made in ``<work_dir>/cni-bin``
-    (the code of this checkout); without a venv script, the packaged
-    ``/opt/cni/bin`` is used as is.
-    """
-    scripts = venv_scripts_dir()
-    if scripts is None:
-        if (INSTALLED_BIN / "sriov").exists():
-            return INSTALLED_BIN
-        raise FileNotFoundError(
-            "no railyard-sriov script in this venv and no /opt/cni/bin/sriov"
-        )
-    out = Path(work_dir) / "cni-bin"
-    out.mkdir(parents=True, exist_ok=True)
-    for stale in out.iterdir():
-        # A link an older version made (e.g. "railyard") must not stay exec'able.
-        if stale.is_symlink() and stale.name not in PLUGINS:
-            stale.unlink()
-    for cni_type, script in PLUGINS.items():
-        target = scripts / script
-        link = out / cni_type
-        if not target.is_file():
-            continue
-        if link.is_symlink() or link.exists():
-            link.unlink()
-        link.symlink_to(target)
-    return out
-
-
-def shim_bin_dir(work_dir: Path | str) -> Path:
-    """A CNI bin dir of warm-path shims (``cni.agent.shim``) for this checkout.
-
-    Each shim forwards to the agent named by ``RAILYARD_AGENT_SOCKET`` in the
-    runtime's environment (``railyard_sim.agent.client_env``) and runs this
-    venv's plugin directly when no agent answers. Written to a temporary name
-    and renamed, so a runtime exec'ing a shim meanwhile sees old or new.
-    """
-    from cni.agent.shim import render
-
-    out = Path(work_dir) / "cni-bin"
-    out.mkdir(parents=True, exist_ok=True)
-    python = str(Path(sys.executable).absolute())
-    for cni_type, package in _PLUGIN_PACKAGES.items():
-        module = f"cni.plugins.{package}.__main__"
-        target = out / cni_type
-        tmp = out / f".{cni_type}.tmp"
-        tmp.write_text(render(cni_type, module, "main", python, NO_AGENT_SOCKET))
-        tmp.chmod(0o755)
-        os.replace(tmp, target)
-    return out
-
-
-_PLUGIN_PACKAGES = {
-    "sriov": "sriov",
-    "ib-sriov": "ib_sriov",
-    "rdma": "rdma",
-    "railyard-ipam": "ipam",
-}
-#: The lab's shims have no default agent: only the runtime's env names one.
-NO_AGENT_SOCKET = "/nonexistent/railyard-agent.sock"
+    return launchers.write(Path(lab_dir) / launchers.BIN_DIR, lab_dir)
 
 
 class Runtime:

@@ -11,16 +11,18 @@ network namespace (the "host"):
   peers enslaved to the bridge, as a real VF sits behind the NIC's e-switch);
 - ``<dir>/sys``: the fake PCI tree naming those netdevs, with one RDMA device
   ``mlx5_K`` per function; IB rails have the same shape with kind "ib";
-- ``<dir>/lab.json`` (manifest), ``<dir>/railyard-sim.marker`` (what makes
-  ``RAILYARD_SIM_ROOT`` honoured), ``<dir>/pools.yaml`` (SpiderIPPool v2beta1) and
-  the recording state of ``railyard_sim.recording``.
+- ``<dir>/lab.json`` (manifest), ``<dir>/railyard-sim.marker`` (what tells a lab
+  directory from any other: ``down`` refuses a directory without it),
+  ``<dir>/pools.yaml`` (SpiderIPPool v2beta1), the recording state of
+  ``railyard_sim.recording`` and ``<dir>/cni-bin``, the plugins' launchers on
+  this host (``railyard_sim.launchers``: put it in a runtime's CNI_PATH).
 
 ``<id>`` is a short per-lab id so several labs coexist on one machine. ``down()``
 removes every netns, link, file and ipamd process the lab made, also for a
 half-built lab.
 
-Imports: standard library only at module level (plugins import this module through
-``railyard_sim.recording`` in simulated mode); PyYAML is never needed here.
+Imports: standard library only at module level (the launchers' plugins import this
+module through ``railyard_sim.recording``); PyYAML is never needed here.
 """
 
 from __future__ import annotations
@@ -37,11 +39,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from cni.deps import SIM_MARKER
 from railyard_sim.pci_tree import PciTree
 
 PREFIX = "rs"
 MANIFEST = "lab.json"
+SIM_MARKER = "railyard-sim.marker"
+BIN_DIR = "cni-bin"
 POOLS = "pools.yaml"
 SYS_DIR = "sys"
 NETNS_RUN_DIRS = (Path("/var/run/netns"), Path("/run/netns"))
@@ -202,6 +205,11 @@ class Manifest:
         )
 
 
+def is_lab_dir(path: Path | str) -> bool:
+    """Whether ``path`` carries the lab marker (written before anything else)."""
+    return (Path(path) / SIM_MARKER).is_file()
+
+
 def load_manifest(lab_dir: Path | str) -> Manifest:
     path = Path(lab_dir) / MANIFEST
     try:
@@ -356,7 +364,12 @@ class Lab:
         manifest = plan(lab_id, lab_dir, rails, vfs_per_pf, ib_rails, pf_mtu)
         lab = cls(lab_dir, replace(manifest, complete=False))
         try:
-            # Written first so that down() of a half-built lab knows its id.
+            # The marker first: whatever state the build ends in, `down` knows
+            # this directory for a lab's (it refuses any other directory).
+            (lab_dir / SIM_MARKER).write_text(
+                f"railyard simulated host {lab_id}; its plugins are in {BIN_DIR}/\n"
+            )
+            # Then the manifest, so that down() of a half-built lab knows its id.
             write_manifest(lab_dir, lab.manifest)
             lab._build(manifest, progress)
         except BaseException:
@@ -364,9 +377,9 @@ class Lab:
             raise
         lab.manifest = manifest
         write_manifest(lab_dir, manifest)
-        (lab_dir / SIM_MARKER).write_text(
-            f"railyard simulated host {lab_id}; plugins honour RAILYARD_SIM_ROOT here\n"
-        )
+        from railyard_sim import launchers
+
+        launchers.write(lab.bin_dir, lab_dir)
         return lab
 
     @classmethod
@@ -480,9 +493,15 @@ class Lab:
         names = self.tree.netdevs(pci)
         return names[0] if names else None
 
-    def env(self) -> dict[str, str]:
-        """Environment that makes a plugin process use this simulated host."""
-        return {"RAILYARD_SIM_ROOT": str(self.dir)}
+    @property
+    def bin_dir(self) -> Path:
+        """The CNI bin dir whose plugins run on this simulated host."""
+        return self.dir / BIN_DIR
+
+    @property
+    def state_dir(self) -> Path:
+        """The plugins' state dir on this host unless RAILYARD_STATE_DIR says."""
+        return self.dir / "state"
 
     def netns_name(self, suffix: str) -> str:
         """A lab-owned netns name (removed by ``down()``), e.g. for a pod."""
@@ -549,6 +568,7 @@ class Lab:
                 pass
         recording.remove_state(self.dir)
         shutil.rmtree(self.dir / SYS_DIR, ignore_errors=True)
+        shutil.rmtree(self.bin_dir, ignore_errors=True)
 
     # -------------------------------------------------------- context manager
 
