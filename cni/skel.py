@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """The CNI plugin skeleton: env + stdin in, one JSON document on stdout out.
 
-Does what Go ``pkg/skel`` does (SPEC.md "Parameters", peers.md 5.1) with the
+Does what Go ``pkg/skel`` does (SPEC.md "Parameters") with the
 same codes and messages, so runtimes and their logs see no difference:
 
 - env: ``required env variables [CNI_X,CNI_Y] missing`` (4) per command;

@@ -25,7 +25,7 @@ from ipamd.settings import DEFAULT_DB_URL, DEFAULT_SOCKET, SOCKET_ENV, Settings
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-@click.group()
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="railyard-cni", prog_name="ipamd")
 def main() -> None:
     """ipamd: the Railyard IP pool daemon (Spiderpool's SpiderIPPool model)."""

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Cold-start hygiene (STYLE 3.5): what a plugin process imports, by path.
+"""Cold-start hygiene: what a plugin process imports, by path.
 
 Runtimes such as podman exec VERSION before every ADD and DEL, so VERSION and
 config errors must load nothing third-party; pyroute2/pyudev/grpc arrive only

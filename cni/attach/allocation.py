@@ -3,7 +3,7 @@
 
 Standard library and the contract modules only.
 
-sriov-cni's fix for the DEL/ADD race (issue #219, PR #220, peers.md 1.4 step 3):
+sriov-cni's fix for the DEL/ADD race (its ``pci_allocator.go``):
 a file ``<state_dir>/pci/<pci>`` holds the netns path of the pod using the VF.
 ADD refuses a VF whose marker names a netns that still exists; a marker whose
 netns is gone is stale and cleared. Always used under the per-PCI lock.

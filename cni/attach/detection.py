@@ -3,7 +3,7 @@
 
 Written against ``cni.kernel.Probes``; imports nothing third-party.
 
-Spiderpool runs these in its IPAM plugin (peers.md 4.6): conflict check before
+Spiderpool runs these in its IPAM plugin: conflict check before
 the gateway check (issue #4475), 3 tries of 100 ms, release the address on
 failure, announce afterwards because the NIC is already up (issue #4650). We
 run them in the plugin once the address is on the NIC; the caller's rollback

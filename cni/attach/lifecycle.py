@@ -421,7 +421,7 @@ class DetachRequest:
 def detach(deps: Deps, req: DetachRequest, ipam: IpamClient | None) -> None:
     """DEL: restore everything the record says ADD changed; release the address.
 
-    The kernel side never waits for ipamd (STYLE 3.11): the VF is restored
+    The kernel side never waits for ipamd: the VF is restored
     first, then the address released. If the release fails then (code 11 when
     ipamd is unreachable), the record is cut down to what a retry needs (stage
     ``release-pending``; the VF and its allocation marker are free) and

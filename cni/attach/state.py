@@ -3,7 +3,7 @@
 
 Standard library and the contract modules only.
 
-Compared with sriov-cni's cache (``OrigVfState`` + NetConf, peers.md 1.5) the
+Compared with sriov-cni's cache (``OrigVfState`` + NetConf) the
 record also keeps the DPDK mode (the peer drops it, PR #346), the host ifindex
 and MAC so a VF that came back from a dead netns under the pod's name can be
 recognised, the routes/rules installed in the pod, and the IPAM identity so DEL

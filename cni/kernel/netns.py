@@ -7,7 +7,7 @@ evacuates a temporary netns with (the one on ``Deps``).
 
 Namespaces are always opened with ``os.open(path, O_RDONLY)`` and verified with the
 ``NS_GET_NSTYPE`` ioctl, so a missing path is ``NetnsNotFound`` and is never created
-(pyroute2's default ``O_CREAT`` would create one, STYLE 2.3).
+(pyroute2's default ``O_CREAT`` would create one).
 
 ``in_netns`` switches the *calling thread* with setns(2) and restores it afterwards:
 the plugin is single-threaded, so this is Go's ``ns.Do()`` without the thread pin.

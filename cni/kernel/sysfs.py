@@ -2,7 +2,7 @@
 """PCI discovery from sysfs with plain pathlib reads under a configurable root.
 
 May import: the standard library and ``cni.kernel`` only (no pyudev: libudev
-refuses fake trees, STYLE 2.4). This is the one module that spells "/sys".
+refuses fake trees). This is the one module that spells "/sys".
 
 Layout read (real sysfs, the simulated lab's tree and a tree bind-mounted over
 ``/sys/bus/pci`` are all the same shape)::

@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 import click
 
 from railyard_sim import daemon, pods
-from railyard_sim.lab import MANIFEST, Lab, LabError
+from railyard_sim.lab import MANIFEST, SIM_MARKER, Lab, LabError, is_lab_dir
 from railyard_sim.runtime import DEBIAN_BIN, PluginError
 
 DEFAULT_LAB = Path(os.environ.get("RAILYARD_SIM_LAB", "/run/railyard-sim/lab"))
@@ -171,6 +171,13 @@ def do_down(lab_dir: Path) -> None:
     the daemon is stopped and every netns, link and file removed anyway.
     """
     lab_dir = Path(lab_dir).absolute()
+    if lab_dir.exists() and not is_lab_dir(lab_dir):
+        # Checked before anything is stopped or removed: a mistyped --lab must
+        # never cost someone's directory.
+        raise Failed(
+            f"down: {lab_dir} is not a lab directory (no {SIM_MARKER} in it); "
+            "nothing was removed"
+        )
     problems: list[str] = []
     try:
         lab: Lab | None = Lab.load(lab_dir)
@@ -242,8 +249,18 @@ pod_options: list[Callable[[F], F]] = [
         default=None,
         help="NICs net1..netN, one per rail (default: every rail).",
     ),
-    click.option("--rdma", is_flag=True, help="Move each VF's RDMA device too."),
-    click.option("--ipv6", is_flag=True, help="Also allocate from the IPv6 pools."),
+    click.option(
+        "--rdma/--no-rdma",
+        default=True,
+        show_default=True,
+        help="Move each VF's RDMA device too.",
+    ),
+    click.option(
+        "--ipv6/--no-ipv6",
+        default=True,
+        show_default=True,
+        help="Also allocate from the IPv6 pools.",
+    ),
     click.option(
         "--cni-version",
         default="0.3.1",
@@ -251,8 +268,9 @@ pod_options: list[Callable[[F], F]] = [
         help="cniVersion of the conflists (SpiderMultusConfig default).",
     ),
     click.option(
-        "--ib-guid",
-        is_flag=True,
+        "--ib-guid/--no-ib-guid",
+        default=True,
+        show_default=True,
         help="Give IB NICs a GUID (runtimeConfig.infinibandGUID): VF rebind.",
     ),
     click.option(
@@ -322,17 +340,23 @@ def down(lab_dir: Path) -> None:
 @click.option("--rails", default=8, show_default=True)
 @click.option("--ib-rails", default=0, show_default=True)
 @click.option("--vfs-per-pf", default=2, show_default=True)
-@click.option("--no-rdma", is_flag=True, help="Leave RDMA devices in the host.")
-@click.option("--no-ipv6", is_flag=True, help="IPv4 pools only.")
+@with_pod_options
 def demo(
     lab_dir: Path | None,
     rails: int,
     ib_rails: int,
     vfs_per_pf: int,
-    no_rdma: bool,
-    no_ipv6: bool,
+    nics: int | None,
+    rdma: bool,
+    ipv6: bool,
+    cni_version: str,
+    ib_guid: bool,
+    mtu: int | None,
 ) -> None:
-    """up, an 8-NIC pod, show, unpod, down; exit 1 if any step fails."""
+    """up, a pod on every rail, show, unpod, down; exit 1 if any step fails.
+
+    The pod options and their defaults are ``pod``'s.
+    """
     if lab_dir is None:
         lab_dir = Path(tempfile.mkdtemp(prefix="railyard-sim-"))
         lab_dir.rmdir()  # Lab.up creates it and down removes it
@@ -343,16 +367,8 @@ def demo(
         steps: list[tuple[str, Callable[[], None]]] = [
             (
                 "pod",
-                # IB NICs get GUIDs, so an IB demo shows the rebind too.
                 lambda: do_pod(
-                    lab_dir,
-                    "demo",
-                    None,
-                    not no_rdma,
-                    not no_ipv6,
-                    "0.3.1",
-                    None,
-                    ib_guid=True,
+                    lab_dir, "demo", nics, rdma, ipv6, cni_version, mtu, ib_guid
                 ),
             ),
             ("show", lambda: do_show(lab_dir, "demo")),

@@ -205,6 +205,11 @@ class Manifest:
         )
 
 
+def is_lab_dir(path: Path | str) -> bool:
+    """Whether ``path`` carries the lab marker (written before anything else)."""
+    return (Path(path) / SIM_MARKER).is_file()
+
+
 def load_manifest(lab_dir: Path | str) -> Manifest:
     path = Path(lab_dir) / MANIFEST
     try:
@@ -359,7 +364,12 @@ class Lab:
         manifest = plan(lab_id, lab_dir, rails, vfs_per_pf, ib_rails, pf_mtu)
         lab = cls(lab_dir, replace(manifest, complete=False))
         try:
-            # Written first so that down() of a half-built lab knows its id.
+            # The marker first: whatever state the build ends in, `down` knows
+            # this directory for a lab's (it refuses any other directory).
+            (lab_dir / SIM_MARKER).write_text(
+                f"railyard simulated host {lab_id}; its plugins are in {BIN_DIR}/\n"
+            )
+            # Then the manifest, so that down() of a half-built lab knows its id.
             write_manifest(lab_dir, lab.manifest)
             lab._build(manifest, progress)
         except BaseException:
@@ -370,9 +380,6 @@ class Lab:
         from railyard_sim import launchers
 
         launchers.write(lab.bin_dir, lab_dir)
-        (lab_dir / SIM_MARKER).write_text(
-            f"railyard simulated host {lab_id}; its plugins are in {BIN_DIR}/\n"
-        )
         return lab
 
     @classmethod

@@ -4,7 +4,7 @@
 Imports only the standard library and the pure ``cni.{args,errors,types}``: a
 config error is reported without loading pyroute2 or grpc.
 
-ib-sriov-cni keys (peers.md 2.1): ``deviceID`` (required), ``pkey``,
+ib-sriov-cni keys: ``deviceID`` (required), ``pkey``,
 ``link_state``, ``rdmaIsolation`` (default false), ``ibKubernetesEnabled``,
 ``vfioPciMode``, ``runtimeConfig.infinibandGUID`` > ``args.cni.guid`` (and
 CNI_ARGS ``GUID``), ``ipam`` (``dhcp`` refused). A top-level ``guid`` key is

@@ -2,13 +2,8 @@
 """railyard-ipam: a standard CNI IPAM plugin whose addresses come from ipamd.
 
 For main plugins that delegate IPAM by exec (macvlan, host-device, ipvlan, and
-our own plugins when ``ipam.type`` names this binary). Config, as Spiderpool's
-IPAM plugin takes it (peers.md 4.2)::
-
-    "ipam": {"type": "railyard-ipam",
-             "default_ipv4_ippool": ["gpu1-net11"], "default_ipv6_ippool": [],
-             "socket": "/run/railyard/ipamd.sock", "timeout": 30,
-             "sticky": false}
+our own plugins when ``ipam.type`` names this binary). Config: ``config.py``
+(Spiderpool's IPAM keys) and README.md.
 
 - ADD: allocate for (name, CNI_CONTAINERID, CNI_IFNAME) with the pod from
   CNI_ARGS, the node from RAILYARD_NODE_NAME (else the hostname) and the

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """The chained ``rdma`` plugin: move the VF's RDMA device into the pod and back.
 
-rdma-cni compatible (peers.md 3.4), with its gaps closed:
+rdma-cni compatible, with its gaps closed:
 
 - ADD needs ``prevResult`` (it runs after ``sriov`` in a conflist), requires
   exclusive RDMA netns mode, finds the RDMA device of ``deviceID`` (or, without

@@ -4,7 +4,7 @@
 Imports only the standard library and the pure ``cni.{args,errors,types}``: a
 config error must be reported without loading pyroute2.
 
-Keys (peers.md 3.1): ``cniVersion``, ``name``, ``type: "rdma"``, ``deviceID``
+Keys: ``cniVersion``, ``name``, ``type: "rdma"``, ``deviceID``
 (injected at top level by Multus; ``runtimeConfig.deviceID`` is accepted too),
 ``args.cni.debug`` (accepted, ignored: ``logLevel`` is our switch). Unknown
 keys are ignored, as Go's json.Unmarshal does. rdma-cni also takes auxiliary

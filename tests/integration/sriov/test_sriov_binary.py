@@ -83,7 +83,7 @@ def sriov_conflist(
     **sriov: Any,
 ) -> dict[str, Any]:
     """Spiderpool's rendered SpiderMultusConfig conflist plus multus' deviceID:
-    ``[sriov, rdma?, tuning]`` (peers.md 4.7)."""
+    ``[sriov, rdma?, tuning]``."""
     r = lab.rail(rail)
     pci = r.vfs[vf].pci
     ipam: dict[str, Any] = {"type": "spiderpool", "default_ipv4_ippool": [r.pool_v4]}

@@ -312,7 +312,7 @@ def test_del_restores_the_vf_even_when_ipamd_is_down_and_the_retry_releases(
     with pytest.raises(CniError) as info:
         delete(h, pod)
     assert info.value.code == TRY_AGAIN_LATER
-    # The kernel side never waits for ipamd (STYLE 3.11).
+    # The kernel side never waits for ipamd.
     assert snapshot(h) == before and record_exists(h)
     h.ipam.fail_release = None
     delete(h, pod)
