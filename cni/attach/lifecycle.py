@@ -51,7 +51,7 @@ from cni.attach.routing import (
     plan_routing,
     remove_routing,
 )
-from cni.attach.state import StateStore, VfState
+from cni.attach.state import Stage, StateStore, VfState
 from cni.errors import (
     CHECK_FAILED,
     DEVICE_ERROR,
@@ -78,10 +78,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: Record stages whose VF is back home: only the address (and record) remain.
-RESTORED = "restored"
-RELEASE_PENDING = "release-pending"
-_VF_HOME = frozenset({RESTORED, RELEASE_PENDING})
+#: Kept for callers of the names; the stages are ``Stage``.
+RESTORED = Stage.RESTORED
+RELEASE_PENDING = Stage.RELEASE_PENDING
 
 
 class ReleasePending(CniError):
@@ -212,7 +211,7 @@ def attach(
             ipam_type=spec.ipam_type,
             ipam_conf=dict(spec.ipam_conf),
             rdma_device=rdma_dev,
-            stage="saved",
+            stage=Stage.SAVED,
         )
         with Rollback(log) as rb:
             allocations.claim(spec.pci, spec.netns, deps.netns)
@@ -243,7 +242,7 @@ def attach(
             if spec.ipam_request is None or ipam is None:
                 store.save(st)  # no IPAM write to carry the pod-side state
             _attach_ip(deps, spec, st, rb, store, ipam, result)
-            st.stage = "attached"
+            st.stage = Stage.ATTACHED
             rb.commit()
     log.info(
         "attached VF %s (%s) as %s in %s: %s, table %s",
@@ -273,7 +272,7 @@ def _reclaim(deps: Deps, store: StateStore, spec: AttachSpec) -> None:
             spec.ifname,
         ):
             continue
-        if old.stage in _VF_HOME:
+        if old.stage.vf_home:
             continue  # restored already; only its address or record is left
         if old.netns and deps.netns.exists(old.netns):
             continue  # allocations.check refused a live holder already
@@ -285,7 +284,7 @@ def _reclaim(deps: Deps, store: StateStore, spec: AttachSpec) -> None:
                 "; ".join(failures) or "its netdev is not back in the host yet",
             )
         log.info("restored VF %s left by %s/%s", old.pci, old.container_id, old.ifname)
-        old.stage = RESTORED
+        old.stage = Stage.RESTORED
         store.save(old)
 
 
@@ -342,7 +341,7 @@ def _attach_netdev(
     )
     # Saved with the next record write (after IPAM, or at the end): DEL can
     # also recognise the VF by its ifindex, which a netns move keeps.
-    st.pod_mac, st.pod_mtu, st.stage = info.mac, info.mtu, "moved"
+    st.pod_mac, st.pod_mtu, st.stage = info.mac, info.mtu, Stage.MOVED
     return Attached(
         spec.ifname, info.mac, info.mtu, spec.netns, spec.pci, link_type=info.link_type
     )
@@ -373,7 +372,7 @@ def _attach_ip(
         raise CniError(IPAM_ERROR, "IPAM plugin returned missing IP config")
     out.ips, out.routes, out.dns = list(res.ips), list(res.routes), dict(res.dns)
     st.addresses = [ip.address for ip in res.ips]
-    st.stage = "addressed"
+    st.stage = Stage.ADDRESSED
     plan = None
     if spec.routing.enabled and not st.dpdk:
         used = deps.links.rules(0, spec.netns)
@@ -470,17 +469,17 @@ def detach(deps: Deps, req: DetachRequest, ipam: IpamClient | None) -> None:
         pending = False
         # A record whose VF is home already (a later ADD's ``_reclaim``, or a
         # DEL that could not release): only the address and the record are left.
-        if st.stage not in _VF_HOME:
+        if not st.stage.vf_home:
             failures, pending = restore(deps, st, req.netns)
         if failures:
-            st.stage = "del-failed"
+            st.stage = Stage.DEL_FAILED
             store.save(st)
             raise CniError(
                 DEVICE_ERROR,
                 f"failed to restore VF {st.pci}",
                 "; ".join(failures) + " (the record is kept; DEL can be retried)",
             )
-        if not pending and st.stage not in _VF_HOME:
+        if not pending and not st.stage.vf_home:
             # The VF is home: another pod may take it even if the release fails.
             # (Not for a record whose VF was home before: it may be taken.)
             Allocations(deps.state_dir).release(st.pci)
@@ -498,7 +497,7 @@ def detach(deps: Deps, req: DetachRequest, ipam: IpamClient | None) -> None:
                 f"{exc.details} (a release-pending record is kept; DEL or GC "
                 "finishes it)",
             ) from exc
-        if st.stage in _VF_HOME:
+        if st.stage.vf_home:
             store.delete(st.container_id, st.ifname)
             return
         if pending:
@@ -506,7 +505,7 @@ def detach(deps: Deps, req: DetachRequest, ipam: IpamClient | None) -> None:
             # name: it comes back when that netns dies. The record (and the
             # allocation marker) stay so GC restores it then; DEL succeeds.
             log.warning("VF %s not back in the host yet; GC will restore it", st.pci)
-            st.stage = "awaiting-vf"
+            st.stage = Stage.AWAITING_VF
             store.save(st)
             return
         store.delete(st.container_id, st.ifname)
@@ -532,7 +531,7 @@ def _keep_for_release(store: StateStore, st: VfState) -> None:
             ipam_type=st.ipam_type,
             ipam_conf=dict(st.ipam_conf),
             extra=dict(st.extra),
-            stage=RELEASE_PENDING,
+            stage=Stage.RELEASE_PENDING,
         )
     )
 

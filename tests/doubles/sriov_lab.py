@@ -22,12 +22,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from cni.deps import Deps
+from cni.skel import CmdArgs, PluginFuncs
 from railyard_sim.host import lab_deps
 from railyard_sim.lab import Lab, RailSpec, VfSpec, ip_json
 from railyard_sim.recording import RecordingVfOps
-
-from cni.deps import Deps
-from cni.skel import CmdArgs, PluginFuncs
 from tests.doubles.fake_ipam import FakeIpam, FakePool
 from tests.doubles.faults import FaultProxy
 

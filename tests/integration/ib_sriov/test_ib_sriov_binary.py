@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from railyard_sim.recording import Journal, rdma_location
 
 from cni.state.locks import Locks
+from railyard_sim.recording import Journal, rdma_location
 from tests.doubles.sriov_lab import GUID, Harness, pod_links
 from tests.doubles.sriov_lab import link as host_link
 

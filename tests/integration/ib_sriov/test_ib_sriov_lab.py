@@ -12,17 +12,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from cni.errors import CniError
+from cni.ipam import IpamError
+from cni.plugins.ib_sriov import commands
+from cni.state.cache import StateCache
 from railyard_sim.recording import (
     Journal,
     RecordingVfOps,
     rdma_location,
     set_netns_mode,
 )
-
-from cni.errors import CniError
-from cni.ipam import IpamError
-from cni.plugins.ib_sriov import commands
-from cni.state.cache import StateCache
 from tests.doubles.sim_faults import UnbindOnlyVfOps
 from tests.doubles.sriov_lab import GUID, Harness, host_links, pod_links
 from tests.doubles.sriov_lab import link as host_link

@@ -12,11 +12,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from railyard_sim.recording import rdma_location
 
 from cni.errors import CniError
 from cni.ipam import IpamError
 from cni.plugins.sriov import commands
+from railyard_sim.recording import rdma_location
 from tests.doubles.sriov_lab import Harness, link
 
 pytestmark = pytest.mark.kernel

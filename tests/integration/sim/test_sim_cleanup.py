@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from railyard_sim import daemon
 from railyard_sim.lab import Lab, link_names, netns_names
 from railyard_sim.recording import Faults

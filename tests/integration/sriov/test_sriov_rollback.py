@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from railyard_sim.recording import Faults, RecordingRdmaOps
 
 from cni.errors import IPAM_ERROR, CniError
 from cni.ipam import IpamError
 from cni.kernel import KernelError
 from cni.plugins.sriov import commands
+from railyard_sim.recording import Faults, RecordingRdmaOps
 from tests.doubles.sriov_lab import Harness, link, rules, vf_table
 
 pytestmark = pytest.mark.kernel

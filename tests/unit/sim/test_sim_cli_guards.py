@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+
+from ipamd.cli import main as ipamd_main
 from railyard_sim.cli import hand_run_env
 from railyard_sim.cli import main as sim_main
 from railyard_sim.lab import SIM_MARKER, Lab, plan
-
-from ipamd.cli import main as ipamd_main
 
 
 def tree_of(root: Path) -> dict[str, str]:
