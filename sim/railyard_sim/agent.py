@@ -16,6 +16,7 @@ import argparse
 import functools
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -170,6 +171,8 @@ def stop(lab_dir: Path, timeout: float = 30.0, sig: int = signal.SIGTERM) -> Non
 
 
 def remove_files(lab_dir: Path) -> None:
+    """The agent's log, its directory and the lab's shims (``down``)."""
+    shutil.rmtree(Path(lab_dir) / SHIM_BIN_DIR, ignore_errors=True)
     d = Path(lab_dir) / DIR
     (d / LOG).unlink(missing_ok=True)
     try:
