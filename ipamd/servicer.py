@@ -243,22 +243,32 @@ class IpamServicer(pb_grpc.IpamServicer):
 
     @_rpc
     async def Status(self, request: pb.StatusRequest, context: Any) -> pb.StatusReply:
-        if not self._engine.alive or not self._engine.healthy:
-            return pb.StatusReply(
-                ready=False,
-                message="ipamd store is unavailable",
-                server_version=VERSION,
-                api_version=API_VERSION,
-            )
-        counts = await self._call(lambda st: ((len(st.pools), len(st.rows)), ()))
-        return pb.StatusReply(
-            ready=True,
-            message="ready",
+        engine = self._engine
+        lease = engine.lease
+        reply = pb.StatusReply(
             server_version=VERSION,
             api_version=API_VERSION,
-            pools=counts[0],
-            allocations=counts[1],
+            role=engine.role.value,
+            lease_holder=lease.holder if lease.remaining > 0 else "",
+            database=engine.database,
         )
+        if not engine.active:
+            # Not ready: a Kubernetes Service and the plugins' STATUS route
+            # to the active replica only.
+            reply.ready = False
+            reply.message = str(engine.unavailable())
+            return reply
+        try:
+            reply.pools, reply.allocations = await self._call(
+                lambda st: ((len(st.pools), len(st.rows)), ())
+            )
+        except Unavailable as exc:
+            reply.ready = False
+            reply.message = str(exc)
+            return reply
+        reply.ready = True
+        reply.message = "ready"
+        return reply
 
     @_rpc
     async def ApplyPools(

@@ -6,7 +6,7 @@ The server accepts any ``1.<minor>``: minors only add fields (proto/README.md).
 
 from __future__ import annotations
 
-API_VERSION = "1.0"
+API_VERSION = "1.1"
 API_MAJOR = 1
 
 

@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 import shutil
 import sqlite3
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
