@@ -3,7 +3,8 @@
 
 Server-side tool (imports click, grpc). Admin commands talk to the running
 daemon over its socket (``--socket`` / env RAILYARD_IPAMD_SOCKET), never to the
-database behind its back, so they see exactly what allocations see. Output is
+database behind its back, so they see exactly what allocations see (``db``
+works on the database itself, for moves between stores). Output is
 a human table by default and JSON with ``--json``; errors exit non-zero with
 ipamd's reason on stderr.
 """
@@ -58,6 +59,18 @@ def main() -> None:
     show_default=True,
     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]),
 )
+@click.option(
+    "--lease-ttl",
+    default=1.0,
+    show_default=True,
+    type=click.FloatRange(0.2, 60.0),
+    help="Seconds a dead or hung active replica keeps the writer lease.",
+)
+@click.option(
+    "--health-listen",
+    default="",
+    help="host:port of an HTTP probe endpoint (/readyz: 200 when active).",
+)
 def serve(
     db_url: str,
     listen: str,
@@ -65,6 +78,8 @@ def serve(
     tls_key: Path | None,
     client_ca: Path | None,
     log_level: str,
+    lease_ttl: float,
+    health_listen: str,
 ) -> None:
     """Run the daemon until SIGTERM."""
     from ipamd.server import ConfigError
@@ -81,6 +96,8 @@ def serve(
         tls_cert=tls_cert,
         tls_key=tls_key,
         client_ca=client_ca,
+        lease_ttl=lease_ttl,
+        health_listen=health_listen,
     )
     try:
         run(settings)
@@ -504,6 +521,9 @@ def status(client: Any, as_json: bool) -> None:
         "apiVersion": reply.api_version,
         "pools": reply.pools,
         "allocations": reply.allocations,
+        "role": reply.role,
+        "leaseHolder": reply.lease_holder,
+        "database": reply.database,
     }
     if as_json:
         _echo_json(data)
@@ -512,3 +532,105 @@ def status(client: Any, as_json: bool) -> None:
             click.echo(f"{key:<14}{val}")
     if not reply.ready:
         sys.exit(1)
+
+
+# -- database moves --------------------------------------------------------
+
+
+@main.group()
+def db() -> None:
+    """Export and import a database (e.g. SQLite -> PostgreSQL and back)."""
+
+
+_DB_OPTION = click.option(
+    "--db",
+    "db_url",
+    default=DEFAULT_DB_URL,
+    show_default=True,
+    help="SQLAlchemy URL of the database.",
+)
+
+
+def _open_db(db_url: str) -> Any:
+    from ipamd.server import ConfigError, open_store
+
+    try:
+        return open_store(db_url)
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+@db.command("dump")
+@_DB_OPTION
+@click.option(
+    "-o", "--output", type=click.File("w"), default="-", help="file (default stdout)"
+)
+def db_dump(db_url: str, output: Any) -> None:
+    """Write pools, reserved IPs and allocations as portable JSON.
+
+    Safe while ipamd runs: it reads one consistent snapshot.
+    """
+    from ipamd.store.portable import to_dump
+
+    store = _open_db(db_url)
+    try:
+        snap = store.load()
+    finally:
+        store.close()
+    json.dump(to_dump(snap), output, indent=1, sort_keys=True)
+    output.write("\n")
+    click.echo(
+        f"dumped {len(snap.pools)} pools, {len(snap.reserved)} reserved IPs, "
+        f"{len(snap.allocations)} allocations from {store.describe()}",
+        err=True,
+    )
+
+
+@db.command("load")
+@_DB_OPTION
+@click.argument("path", type=click.File("r"))
+def db_load(db_url: str, path: Any) -> None:
+    """Load a dump into an empty database, while no ipamd runs on it."""
+    from ipamd.allocator import AllocState
+    from ipamd.errors import IpamdError
+    from ipamd.pools import PoolError
+    from ipamd.store import StoreError
+    from ipamd.store.portable import DumpError, from_dump, load_ops
+
+    try:
+        snap = from_dump(json.load(path))
+        AllocState(snap)  # the same validation the daemon applies at start
+    except (ValueError, DumpError, IpamdError, PoolError) as exc:
+        raise click.ClickException(f"{path.name}: {exc}") from None
+    store = _open_db(db_url)
+    try:
+        lease = store.read_lease()
+        if lease.remaining > 0:
+            raise click.ClickException(
+                f"ipamd {lease.holder} is active on {store.describe()}; stop every "
+                "replica first (a running daemon would not see the loaded rows)"
+            )
+        # Holding the lease while loading keeps a replica started meanwhile
+        # a standby until the load is complete.
+        if store.acquire_lease("ipamd db load", 60.0).holder != "ipamd db load":
+            raise click.ClickException("an ipamd replica started meanwhile; stop it")
+        current = store.load()
+        if current.pools or current.reserved or current.allocations:
+            raise click.ClickException(
+                f"{store.describe()} is not empty ({len(current.pools)} pools, "
+                f"{len(current.allocations)} allocations); load into a new database"
+            )
+        store.apply(load_ops(snap))
+    except StoreError as exc:
+        raise click.ClickException(f"{store.describe()}: {exc}") from None
+    finally:
+        try:
+            store.release_lease()
+        except StoreError:
+            pass  # it expires by itself
+        store.close()
+    click.echo(
+        f"loaded {len(snap.pools)} pools, {len(snap.reserved)} reserved IPs, "
+        f"{len(snap.allocations)} allocations into {store.describe()}",
+        err=True,
+    )
