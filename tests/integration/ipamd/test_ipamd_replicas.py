@@ -1,0 +1,284 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Two ``ipamd serve`` replicas on one PostgreSQL database.
+
+- the stress run of test_ipamd_stress.py (64 clients, 5,000 allocations and
+  releases) with the active replica SIGKILLed mid-run: zero duplicates, zero
+  lost acknowledged allocations, zero leaks after GC; the time from the kill
+  to the first allocation the new active serves is printed;
+- fencing: the active is SIGSTOPped while the standby takes over, then
+  SIGCONTed: what it had in flight fails, nothing is written twice;
+- a standby is not ready and refuses allocations with UNAVAILABLE.
+
+Clients here move to the other replica on code 11 themselves (the plugins'
+multi-endpoint client is not what these tests are about).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import threading
+import time
+from typing import Any
+
+import grpc
+import pytest
+import sqlalchemy as sa
+
+from cni.ipam import Attachment, IpamError, IpamRequest
+from cni.ipam.grpc_client import IpamdClient
+from ipamd.api.v1 import ipam_pb2 as pb
+from ipamd.api.v1.version import API_VERSION
+
+pytestmark = [pytest.mark.integration, pytest.mark.postgres]
+
+CLIENTS = 64
+ALLOCATIONS = 5000
+KILL_AFTER = ALLOCATIONS // 2
+
+
+class Endpoints:
+    """The replicas' sockets; a client on code 11 moves to the next one."""
+
+    def __init__(self, daemons: list[Any]) -> None:
+        self.sockets = [str(d.socket) for d in daemons]
+
+    def call(self, box: list[Any], fn: Any, deadline: float = 30.0) -> Any:
+        end = time.monotonic() + deadline
+        while True:
+            try:
+                return fn(box[0])
+            except IpamError as err:
+                if err.code != 11 or time.monotonic() > end:
+                    raise
+                box[0].close()
+                box[1] = (box[1] + 1) % len(self.sockets)
+                box[0] = IpamdClient(self.sockets[box[1]], timeout=5)
+                time.sleep(0.01)
+
+    def client(self, start: int = 0) -> list[Any]:
+        return [IpamdClient(self.sockets[start], timeout=5), start]
+
+
+def request(cid: str) -> IpamRequest:
+    return IpamRequest(
+        network="stress", container_id=cid, ifname="net1", ipv4_pools=("stress",)
+    )
+
+
+def db_rows(url: str) -> dict[str, str]:
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            rows = conn.exec_driver_sql(
+                "SELECT container_id, ip FROM allocations"
+            ).fetchall()
+    finally:
+        engine.dispose()
+    return {cid: ip for cid, ip in rows}
+
+
+def two_replicas(start_daemon, postgres_url: str, pools_yaml: str) -> list[Any]:
+    a = start_daemon(db_url=postgres_url, name="a")
+    b = start_daemon(db_url=postgres_url, name="b", ready=False)
+    assert (a.status().role, b.status().role) == ("active", "standby")
+    with IpamdClient(str(a.socket)) as admin:
+        admin.stub.ApplyPools(
+            pb.ApplyPoolsRequest(client_version=API_VERSION, manifest=pools_yaml)
+        )
+    return [a, b]
+
+
+def wait_role(daemon: Any, role: str, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while daemon.status().role != role:
+        assert time.monotonic() < deadline, f"{daemon.name} never became {role}"
+        time.sleep(0.02)
+
+
+def test_a_standby_is_not_ready_and_refuses_allocations(
+    start_daemon, postgres_url, pools_yaml
+) -> None:
+    a, b = two_replicas(start_daemon, postgres_url, pools_yaml)
+    st = b.status()
+    assert not st.ready
+    assert st.lease_holder.endswith(f"/{a.proc.pid}")
+    assert "standby" in st.message
+    assert "postgresql+psycopg://postgres@" in st.database
+    with IpamdClient(str(b.socket), timeout=2) as client:
+        with pytest.raises(grpc.RpcError) as err:
+            client.stub.Allocate(
+                pb.AllocateRequest(
+                    client_version=API_VERSION,
+                    network="stress",
+                    container_id="c",
+                    ifname="net1",
+                    ipv4_pools=["stress"],
+                ),
+                timeout=2,
+            )
+    assert err.value.code() == grpc.StatusCode.UNAVAILABLE
+
+
+def test_sigkill_of_the_active_mid_run_loses_nothing_acknowledged(
+    start_daemon, postgres_url, pools_yaml
+) -> None:
+    a, b = two_replicas(start_daemon, postgres_url, pools_yaml)
+    endpoints = Endpoints([a, b])
+    held: dict[str, str] = {}  # cid -> address, acknowledged and not released
+    lock = threading.Lock()
+    acked = 0
+    errors: list[BaseException] = []
+    per_client = ALLOCATIONS // CLIENTS + 1
+    killed_at: list[float] = []
+    first_after: list[float] = []
+
+    def worker(n: int) -> None:
+        nonlocal acked
+        rng = random.Random(n)
+        box = endpoints.client()
+        mine: list[str] = []
+        try:
+            for i in range(per_client):
+                with lock:
+                    if acked >= ALLOCATIONS:
+                        break
+                cid = f"w{n}-{i}"
+                req = request(cid)
+                result = endpoints.call(box, lambda c, r=req: c.allocate(r))
+                now = time.monotonic()
+                with lock:
+                    held[cid] = result.ips[0].address
+                    acked += 1
+                    if killed_at and box[1] == 1 and not first_after:
+                        first_after.append(now)
+                mine.append(cid)
+                if mine and rng.random() < 0.5:
+                    victim = mine.pop(rng.randrange(len(mine)))
+                    endpoints.call(
+                        box, lambda c, v=victim: c.release("stress", v, "net1")
+                    )
+                    with lock:
+                        del held[victim]
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            box[0].close()
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(CLIENTS)]
+    started = time.monotonic()
+    for t in threads:
+        t.start()
+    while True:
+        with lock:
+            if acked >= KILL_AFTER:
+                break
+        time.sleep(0.005)
+    with lock:
+        acked_at_kill = acked
+        killed_at.append(time.monotonic())
+    a.kill()
+    for t in threads:
+        t.join(120)
+    elapsed = time.monotonic() - started
+    assert not errors, errors[0]
+    assert acked >= ALLOCATIONS
+    assert acked_at_kill < ALLOCATIONS  # the kill happened mid-run
+    assert first_after, "the standby never served an allocation"
+    failover = first_after[0] - killed_at[0]
+    print(
+        f"\n[replicas] {acked} allocations in {elapsed:.1f}s on PostgreSQL; "
+        f"SIGKILL of the active -> first allocation by the new active: "
+        f"{failover:.2f}s"
+    )
+    assert b.status().role == "active"
+
+    with IpamdClient(str(b.socket)) as admin:
+        listed = admin.stub.ListAllocations(
+            pb.ListAllocationsRequest(client_version=API_VERSION)
+        ).allocations
+        addresses = [x.address for x in listed]
+        assert len(addresses) == len(set(addresses)), "an address is held twice"
+        by_cid = {x.container_id: x.address for x in listed}
+        lost = {cid: ip for cid, ip in held.items() if by_cid.get(cid) != ip}
+        assert not lost, f"acknowledged allocations lost: {list(lost)[:5]}"
+        admin.gc("stress", [Attachment(cid, "net1") for cid in held])
+        after = admin.stub.ListAllocations(
+            pb.ListAllocationsRequest(client_version=API_VERSION)
+        ).allocations
+        assert {x.container_id: x.address for x in after} == held
+    # The database itself agrees.
+    assert db_rows(postgres_url) == {c: x.split("/")[0] for c, x in held.items()}
+    assert failover <= 2.0
+
+
+def test_a_paused_active_cannot_commit_after_the_standby_took_over(
+    start_daemon, postgres_url, pools_yaml
+) -> None:
+    a, b = two_replicas(start_daemon, postgres_url, pools_yaml)
+    acked_by: dict[str, str] = {}  # address -> "a:<cid>" / "b:<cid>"
+    failed_on_a: list[str] = []
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def hammer_a(n: int) -> None:
+        # Keeps requests in flight on a until the end; no failover here.
+        with IpamdClient(str(a.socket), timeout=10) as client:
+            i = 0
+            while not stop.is_set():
+                cid = f"a{n}-{i}"
+                i += 1
+                try:
+                    result = client.allocate(request(cid))
+                except IpamError:
+                    with lock:
+                        failed_on_a.append(cid)
+                    continue
+                with lock:
+                    address = result.ips[0].address
+                    assert address not in acked_by, "an address was acked twice"
+                    acked_by[address] = f"a:{cid}"
+
+    threads = [threading.Thread(target=hammer_a, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    time.sleep(0.5)
+    os.kill(a.proc.pid, signal.SIGSTOP)
+    paused_at = time.monotonic()
+    with lock:
+        acked_before_pause = len(acked_by)
+    try:
+        wait_role(b, "active", timeout=5)
+        took_over = time.monotonic() - paused_at
+        with IpamdClient(str(b.socket), timeout=5) as client:
+            for i in range(50):
+                result = client.allocate(request(f"b-{i}"))
+                with lock:
+                    address = result.ips[0].address
+                    assert address not in acked_by, "an address was acked twice"
+                    acked_by[address] = f"b:b-{i}"
+    finally:
+        os.kill(a.proc.pid, signal.SIGCONT)
+    # The resumed replica finds itself deposed: it steps down, and every
+    # request it had in flight fails instead of committing.
+    wait_role(a, "standby", timeout=5)
+    time.sleep(0.3)
+    stop.set()
+    for t in threads:
+        t.join(30)
+    print(
+        f"\n[fencing] standby active {took_over:.2f}s after SIGSTOP; "
+        f"{acked_before_pause} acked by a before, {len(failed_on_a)} requests "
+        "failed on the deposed a"
+    )
+    assert acked_before_pause > 0
+    assert failed_on_a, "the paused replica had nothing in flight"
+    rows = db_rows(postgres_url)
+    # Every acknowledged address is in the database, held by who acked it,
+    # and nothing a wrote after the takeover is there.
+    assert {f"{ip}/16": cid for cid, ip in rows.items()} == {
+        address: who.split(":", 1)[1] for address, who in acked_by.items()
+    }
+    assert not set(failed_on_a) & set(rows)
+    assert "this replica stops serving allocations" in a.log.read_text()
