@@ -18,6 +18,7 @@ address in range order; idempotent per (container ID, ifname).
 from __future__ import annotations
 
 import ipaddress
+import socket
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -94,6 +95,13 @@ class PoolUsage:
     allocated: int
 
 
+def _ip_int(text: str) -> int:
+    """The integer of a stored address. A takeover parses every row (65k in a
+    full /16): inet_pton is ~10x faster than ``int(ipaddress.ip_address())``."""
+    family = socket.AF_INET6 if ":" in text else socket.AF_INET
+    return int.from_bytes(socket.inet_pton(family, text), "big")
+
+
 def _sticky_key(row: AllocationRow) -> StickyKey:
     return (row.pod_namespace, row.pod_name, row.network, row.ifname, row.version)
 
@@ -124,7 +132,7 @@ class AllocState:
     # -- bookkeeping -------------------------------------------------------
 
     def _add_row(self, row: AllocationRow) -> None:
-        self.rows[(row.pool, int(ipaddress.ip_address(row.ip)))] = row
+        self.rows[(row.pool, _ip_int(row.ip))] = row
         if row.container_id is not None:
             self.by_attachment.setdefault((row.container_id, row.ifname), []).append(
                 row
@@ -133,7 +141,7 @@ class AllocState:
             self.sticky[_sticky_key(row)] = row
 
     def _drop_row(self, row: AllocationRow) -> None:
-        self.rows.pop((row.pool, int(ipaddress.ip_address(row.ip))), None)
+        self.rows.pop((row.pool, _ip_int(row.ip)), None)
         if row.container_id is not None:
             key = (row.container_id, row.ifname)
             held = [r for r in self.by_attachment.get(key, []) if r != row]

@@ -235,10 +235,8 @@ class SqlStore:
                 snap.reserved[name] = json.loads(spec)
             cols = [_t.c[name] for name in _ROW_FIELDS]
             result = conn.execute(sa.select(*cols).order_by(_t.c.id))
-            snap.allocations = [
-                AllocationRow(**dict(zip(_ROW_FIELDS, rec, strict=True)))
-                for rec in result
-            ]
+            # Positional: the columns are selected in the record's field order.
+            snap.allocations = [AllocationRow(*rec) for rec in result.tuples()]
         return snap
 
     def apply(self, ops: Sequence[Op]) -> None:
