@@ -349,10 +349,17 @@ class Engine:
                 pass
 
     def _load(self) -> AllocState:
-        state = AllocState(self._store.load())
-        # The loaded state (one object per allocation, 65k for a full /16) is
-        # long-lived: keep the cyclic GC from re-walking it on every
-        # collection, which would make allocations slower as pools fill.
+        # A takeover waits for this. Creating one object per allocation (65k
+        # for a full /16) would trigger a cyclic collection every 700 of
+        # them, each re-walking everything made so far: off until done.
+        gc.disable()
+        try:
+            state = AllocState(self._store.load())
+        finally:
+            gc.enable()
+        # The loaded state is long-lived: keep the cyclic GC from re-walking
+        # it on every collection, which would make allocations slower as
+        # pools fill.
         gc.collect()
         gc.freeze()
         return state
