@@ -21,7 +21,13 @@ from typing import Any, TypeVar, cast
 
 import click
 
-from ipamd.settings import DEFAULT_DB_URL, DEFAULT_SOCKET, SOCKET_ENV, Settings
+from ipamd.settings import (
+    DB_ENV,
+    DEFAULT_DB_URL,
+    DEFAULT_SOCKET,
+    SOCKET_ENV,
+    Settings,
+)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -38,7 +44,10 @@ def main() -> None:
     "db_url",
     default=DEFAULT_DB_URL,
     show_default=True,
-    help="SQLAlchemy URL of the store ('memory' for a throwaway one).",
+    envvar=DB_ENV,
+    help="SQLAlchemy URL of the store: sqlite:////path, "
+    "postgresql+psycopg://user:password@host/db, or 'memory' "
+    f"(env {DB_ENV}, which keeps a password out of the process list).",
 )
 @click.option(
     "--listen",
@@ -547,7 +556,8 @@ _DB_OPTION = click.option(
     "db_url",
     default=DEFAULT_DB_URL,
     show_default=True,
-    help="SQLAlchemy URL of the database.",
+    envvar=DB_ENV,
+    help=f"SQLAlchemy URL of the database (env {DB_ENV}).",
 )
 
 

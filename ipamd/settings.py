@@ -9,6 +9,7 @@ from pathlib import Path
 DEFAULT_SOCKET = Path("/run/railyard/ipamd.sock")
 DEFAULT_DB_URL = "sqlite:////var/lib/railyard/ipamd.db"
 SOCKET_ENV = "RAILYARD_IPAMD_SOCKET"
+DB_ENV = "RAILYARD_IPAMD_DB"
 
 
 @dataclass(frozen=True, slots=True)
