@@ -236,7 +236,7 @@ class SqlStore:
             cols = [_t.c[name] for name in _ROW_FIELDS]
             result = conn.execute(sa.select(*cols).order_by(_t.c.id))
             # Positional: the columns are selected in the record's field order.
-            snap.allocations = [AllocationRow(*rec) for rec in result.tuples().all()]
+            snap.allocations = [AllocationRow(*rec) for rec in result.all()]
         return snap
 
     def apply(self, ops: Sequence[Op]) -> None:

@@ -282,3 +282,94 @@ def test_a_paused_active_cannot_commit_after_the_standby_took_over(
     }
     assert not set(failed_on_a) & set(rows)
     assert "this replica stops serving allocations" in a.log.read_text()
+
+
+class TcpProxy:
+    """A loopback TCP forwarder; ``cut()`` drops every connection and stops
+    listening: the database is gone for whoever connects through it."""
+
+    def __init__(self, host: str, port: int) -> None:
+        import socket
+
+        self._target = (host, port)
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        self._conns: list[Any] = []
+        self._lock = threading.Lock()
+        self._cut = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        import socket
+
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            with self._lock:
+                if self._cut:
+                    client.close()
+                    return
+                server = socket.create_connection(self._target)
+                self._conns += [client, server]
+            for a, b in ((client, server), (server, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(src: Any, dst: Any) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+
+    def cut(self) -> None:
+        import socket
+
+        with self._lock:
+            self._cut = True
+            try:
+                # Wakes the accept() blocked in the other thread (close alone
+                # does not on Linux).
+                self._listener.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            self._listener.close()
+            for conn in self._conns:
+                try:
+                    conn.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                conn.close()
+
+
+def test_the_standby_takes_over_when_the_active_loses_the_database(
+    start_daemon, postgres_server, postgres_url, pools_yaml
+) -> None:
+    proxy = TcpProxy(postgres_server.host, postgres_server.port)
+    try:
+        via_proxy = postgres_url.replace(f":{postgres_server.port}/", f":{proxy.port}/")
+        a = start_daemon(db_url=via_proxy, name="a")
+        b = start_daemon(db_url=postgres_url, name="b", ready=False)
+        with IpamdClient(str(a.socket)) as admin:
+            admin.stub.ApplyPools(
+                pb.ApplyPoolsRequest(client_version=API_VERSION, manifest=pools_yaml)
+            )
+            first = admin.allocate(request("before"))
+        proxy.cut()
+        cut_at = time.monotonic()
+        wait_role(b, "active", timeout=5)
+        took_over = time.monotonic() - cut_at
+        with IpamdClient(str(b.socket)) as client:
+            assert client.allocate(request("before")).ips == first.ips
+            client.allocate(request("after"))
+        wait_role(a, "standby", timeout=5)
+        print(f"\n[db loss] standby active {took_over:.2f}s after the cut")
+        assert took_over <= 2.0
+        with IpamdClient(str(a.socket), timeout=2) as client:
+            with pytest.raises(IpamError) as err:
+                client.allocate(request("on-a"))
+        assert err.value.code == 11
+    finally:
+        proxy.cut()
