@@ -24,6 +24,10 @@ from ipamd.settings import DEFAULT_DB_URL, DEFAULT_SOCKET, SOCKET_ENV, Settings
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+#: Seconds an admin command keeps retrying when no replica answers: enough for
+#: a standby to take over, short enough for a person waiting at a prompt.
+CLI_RETRY_WINDOW = 3.0
+
 
 @click.group()
 @click.version_option(package_name="railyard-cni", prog_name="ipamd")
@@ -100,7 +104,8 @@ def _admin(func: F) -> F:
         envvar=SOCKET_ENV,
         default=str(DEFAULT_SOCKET),
         show_default=True,
-        help=f"ipamd socket path or host:port (env {SOCKET_ENV}).",
+        help=f"ipamd socket path or host:port, comma-separated for replicas "
+        f"(env {SOCKET_ENV}).",
     )
     @click.option(
         "--tls-ca",
@@ -125,23 +130,52 @@ def _admin(func: F) -> F:
         as_json: bool,
         **kwargs: Any,
     ) -> Any:
-        import grpc
-
-        from cni.ipam.grpc_client import IpamdClient
+        from ipamd.client import IpamdCallError, IpamdClient
 
         try:
-            with IpamdClient(target, timeout, tls_ca, tls_cert, tls_key) as client:
+            client = IpamdClient(
+                target,
+                timeout,
+                tls_ca,
+                tls_cert,
+                tls_key,
+                retry_window=min(timeout, CLI_RETRY_WINDOW),
+            )
+            with client:
                 return func(client=client, as_json=as_json, **kwargs)
-        except grpc.RpcError as err:
-            code = err.code().name if hasattr(err, "code") else "ERROR"
-            details = err.details() if hasattr(err, "details") else str(err)
-            raise click.ClickException(f"{code}: {details}") from None
+        except IpamdCallError as err:
+            raise click.ClickException(explain(err)) from None
+        except ValueError as exc:  # no endpoint in --socket
+            raise click.BadParameter(str(exc), param_hint="--socket") from None
 
     return cast(F, wrapper)  # functools.wraps kept the signature click reads
 
 
+def explain(err: Any) -> str:
+    """One line for a failed call (an ``ipamd.client.IpamdCallError``)."""
+    from ipamd.client import MAX_MESSAGE_BYTES
+
+    if err.unreachable:
+        where = ", ".join(dict.fromkeys(a.target for a in err.attempts))
+        return (
+            f"ipamd is not reachable at {where} ({err.code.name}: {err.details}"
+            f"{f', for {err.gave_up_after:.1f}s' if err.gave_up_after else ''}); "
+            f"point the CLI at its socket with --socket PATH or {SOCKET_ENV}=PATH "
+            "(several replicas: comma-separated)"
+        )
+    if err.code.name == "RESOURCE_EXHAUSTED" and "larger than max" in err.details:
+        return (
+            f"the request is larger than ipamd accepts ({MAX_MESSAGE_BYTES // 2**20} "
+            "MiB): split the file, or write long address lists as ranges "
+            "('10.0.0.10-10.0.3.250') or CIDRs instead of single addresses"
+        )
+    return f"{err.code.name}: {err.details}"
+
+
 def _call(client: Any, method: str, request: Any) -> Any:
-    return getattr(client.stub, method)(request, timeout=client.timeout)
+    # Reads and declarative applies are safe to resend after a timeout.
+    idempotent = method.startswith(("Get", "List", "Apply", "Status"))
+    return client.call(method, request, idempotent=idempotent)
 
 
 def _pb() -> Any:
@@ -495,8 +529,8 @@ def gc(
 @_admin
 def status(client: Any, as_json: bool) -> None:
     """Daemon health (exit 1 when not ready)."""
-    pb = _pb()
-    reply = _call(client, "Status", pb.StatusRequest(client_version=_version()))
+    # The active replica's answer when there are several (standbys: not ready).
+    reply = client.status()
     data = {
         "ready": reply.ready,
         "message": reply.message,

@@ -20,11 +20,10 @@ from typing import Any, TypeVar, cast
 
 import grpc
 
-from cni._version import VERSION
 from ipamd.allocator import AllocateRequest, AllocState, Lease, PoolUsage
 from ipamd.api.v1 import ipam_pb2 as pb
 from ipamd.api.v1 import ipam_pb2_grpc as pb_grpc
-from ipamd.api.v1.version import API_VERSION, compatible
+from ipamd.api.v1.version import API_VERSION, RELEASE, compatible
 from ipamd.engine import Engine
 from ipamd.errors import (
     Conflict,
@@ -247,14 +246,14 @@ class IpamServicer(pb_grpc.IpamServicer):
             return pb.StatusReply(
                 ready=False,
                 message="ipamd store is unavailable",
-                server_version=VERSION,
+                server_version=RELEASE,
                 api_version=API_VERSION,
             )
         counts = await self._call(lambda st: ((len(st.pools), len(st.rows)), ()))
         return pb.StatusReply(
             ready=True,
             message="ready",
-            server_version=VERSION,
+            server_version=RELEASE,
             api_version=API_VERSION,
             pools=counts[0],
             allocations=counts[1],
