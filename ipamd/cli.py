@@ -243,7 +243,14 @@ def pool() -> None:
 @_admin
 def pool_apply(client: Any, as_json: bool, path: str, dry_run: bool) -> None:
     """Create or update pools and reserved IPs from Spiderpool YAML."""
-    text = click.open_file(path).read()
+    from ipamd.manifest import check_nesting
+    from ipamd.pools import PoolError
+
+    text = read_manifest(path)
+    try:
+        check_nesting(text)
+    except PoolError as exc:
+        raise click.ClickException(f"{_name(path)}: {exc}") from None
     pb = _pb()
     reply = _call(
         client,
@@ -268,6 +275,51 @@ def pool_apply(client: Any, as_json: bool, path: str, dry_run: bool) -> None:
     ):
         for name in names:
             click.echo(f"{name} {verb}{suffix}")
+
+
+def _name(path: str) -> str:
+    return "standard input" if path == "-" else path
+
+
+def read_manifest(path: str) -> str:
+    """The pool file as text, or a one-line error naming the file and what is
+    wrong with it: ipamd reads UTF-8 (with or without a byte-order mark), as
+    kubectl does, and refuses a request over the gRPC message limit."""
+    from ipamd.client import MAX_MESSAGE_BYTES
+
+    name = _name(path)
+    try:
+        with click.open_file(path, "rb") as stream:
+            # One byte past the limit is enough to know it is too large.
+            raw: bytes = stream.read(MAX_MESSAGE_BYTES + 1)
+    except OSError as exc:
+        raise click.ClickException(f"{name}: {exc.strerror or exc}") from None
+    if len(raw) > MAX_MESSAGE_BYTES - 1024:  # room for the request's other fields
+        raise click.ClickException(
+            f"{name} is larger than ipamd accepts in one apply "
+            f"({MAX_MESSAGE_BYTES // 2**20} MiB): write consecutive addresses in "
+            "ips/excludeIPs as one range 'first-last' instead of one per line, or "
+            "split the file"
+        )
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise click.ClickException(
+            f"{name} is UTF-16 (it starts with a UTF-16 byte-order mark); ipamd "
+            f"reads UTF-8: convert it, e.g. iconv -f UTF-16 -t UTF-8 {name}"
+        )
+    if b"\x00" in raw:
+        raise click.ClickException(
+            f"{name} holds NUL bytes: it is not a UTF-8 text file (UTF-16 without "
+            f"a byte-order mark?); convert it, e.g. iconv -f UTF-16LE -t UTF-8 {name}"
+        )
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise click.ClickException(
+            f"{name} is not UTF-8: byte 0x{raw[exc.start]:02x} on line {line} "
+            f"(offset {exc.start}) is not valid UTF-8; if the file is Latin-1, "
+            f"convert it, e.g. iconv -f LATIN1 -t UTF-8 {name}"
+        ) from None
 
 
 @pool.command("list")

@@ -13,6 +13,7 @@ pool thread and the writer under the GIL.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 from collections.abc import Awaitable, Callable, Sequence
@@ -35,7 +36,7 @@ from ipamd.errors import (
     Unavailable,
 )
 from ipamd.manifest import parse_manifest
-from ipamd.pools import Pool, ReservedIP, pool_from_spec, reserved_from_spec
+from ipamd.pools import Pool, ReservedIP, pool_from_spec, reserved_from_spec, shown
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +76,23 @@ def _rpc(method: F) -> F:
         except TimeoutError:
             await context.abort(
                 grpc.StatusCode.UNAVAILABLE, "ipamd writer is overloaded"
+            )
+        except asyncio.CancelledError:
+            raise  # the client went away or the server is stopping
+        except Exception as exc:
+            # A request no check above foresaw. One line at ERROR says which
+            # RPC and what; the traceback is for a developer, at DEBUG.
+            log.error(
+                "%s failed on an unexpected %s: %s",
+                method.__name__,
+                type(exc).__name__,
+                shown(str(exc), 200),
+            )
+            log.debug("%s traceback", method.__name__, exc_info=True)
+            await context.abort(
+                grpc.StatusCode.INTERNAL,
+                f"ipamd could not process this request ({type(exc).__name__}); "
+                "the daemon log has the details",
             )
 
     return cast(F, wrapper)  # same signature as ``method`` (functools.wraps)
