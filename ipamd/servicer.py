@@ -52,6 +52,59 @@ _CODES: list[tuple[type[Exception], grpc.StatusCode]] = [
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 
 
+class MalformedRequest:
+    """What a request that does not decode becomes, so the handler refuses it
+    with INVALID_ARGUMENT (gRPC itself would log a traceback and answer
+    UNKNOWN)."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
+def _tolerant(decode: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
+    def decode_or_mark(raw: bytes) -> Any:
+        try:
+            return decode(raw)
+        except Exception as exc:  # protobuf's DecodeError, or bad UTF-8
+            return MalformedRequest(shown(str(exc), 200)[1:-1])
+
+    return decode_or_mark
+
+
+class _Registrar:
+    """Stands in for the server while the generated code registers handlers."""
+
+    def __init__(self) -> None:
+        self.service = ""
+        self.handlers: dict[str, Any] = {}
+
+    def add_generic_rpc_handlers(self, handlers: Any) -> None:
+        pass  # rebuilt from the registered handlers below
+
+    def add_registered_method_handlers(
+        self, service: str, handlers: dict[str, Any]
+    ) -> None:
+        self.service, self.handlers = service, handlers
+
+
+def add_to_server(servicer: IpamServicer, server: grpc.aio.Server) -> None:
+    """Register ``servicer`` as the generated code does, with request decoding
+    that turns a malformed message into MalformedRequest."""
+    registrar = _Registrar()
+    # The generated gRPC module carries no annotations.
+    pb_grpc.add_IpamServicer_to_server(servicer, registrar)  # type: ignore[no-untyped-call]
+    handlers = {
+        name: handler._replace(
+            request_deserializer=_tolerant(handler.request_deserializer)
+        )
+        for name, handler in registrar.handlers.items()
+    }
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler(registrar.service, handlers),)
+    )
+    server.add_registered_method_handlers(registrar.service, handlers)
+
+
 def _rpc(method: F) -> F:
     """Version check and error mapping around one RPC handler."""
 
@@ -59,6 +112,14 @@ def _rpc(method: F) -> F:
     async def wrapper(
         self: IpamServicer, request: Any, context: grpc.aio.ServicerContext[Any, Any]
     ) -> Any:
+        if isinstance(request, MalformedRequest):
+            log.warning(
+                "%s refused: malformed request: %s", method.__name__, request.reason
+            )
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"malformed {method.__name__} request: {request.reason}",
+            )
         if not compatible(request.client_version):
             await context.abort(
                 grpc.StatusCode.FAILED_PRECONDITION,
