@@ -166,8 +166,8 @@ def explain(err: Any) -> str:
     if err.code.name == "RESOURCE_EXHAUSTED" and "larger than max" in err.details:
         return (
             f"the request is larger than ipamd accepts ({MAX_MESSAGE_BYTES // 2**20} "
-            "MiB): split the file, or write long address lists as ranges "
-            "('10.0.0.10-10.0.3.250') or CIDRs instead of single addresses"
+            "MiB): write consecutive addresses in ips/excludeIPs as one range "
+            "'first-last' instead of one per line, or split the file"
         )
     return f"{err.code.name}: {err.details}"
 
