@@ -169,7 +169,9 @@ def explain(err: Any) -> str:
             "MiB): write consecutive addresses in ips/excludeIPs as one range "
             "'first-last' instead of one per line, or split the file"
         )
-    return f"{err.code.name}: {err.details}"
+    # One line whatever the daemon said (its reasons are one line; this keeps
+    # an older daemon's multi-line ones from breaking scripts reading stderr).
+    return f"{err.code.name}: {' '.join(err.details.split())}"
 
 
 def _call(client: Any, method: str, request: Any) -> Any:

@@ -92,13 +92,23 @@ def check_nesting(text: str) -> None:
             ) from None
 
 
+def _reason(exc: yaml.YAMLError) -> str:
+    """PyYAML's error in one line: what, and where (line and column)."""
+    if isinstance(exc, yaml.MarkedYAMLError):
+        parts = [p for p in (exc.context, exc.problem) if p]
+        mark = exc.problem_mark or exc.context_mark
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        return shown("; ".join(parts), 200)[1:-1] + where
+    return shown(" ".join(str(exc).split()), 200)[1:-1]
+
+
 def parse_manifest(text: str) -> tuple[list[Pool], list[ReservedIP]]:
     """All SpiderIPPool and SpiderReservedIP documents of ``text``."""
     check_nesting(text)
     try:
         docs = list(yaml.load_all(text, Loader=_Loader))
     except yaml.YAMLError as exc:
-        raise PoolError(f"malformed YAML: {exc}") from None
+        raise PoolError(f"malformed YAML: {_reason(exc)}") from None
     pools: list[Pool] = []
     reserved: list[ReservedIP] = []
     for number, doc in enumerate(docs, start=1):
