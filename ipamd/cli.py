@@ -145,6 +145,10 @@ def _admin(func: F) -> F:
                 return func(client=client, as_json=as_json, **kwargs)
         except IpamdCallError as err:
             raise click.ClickException(explain(err)) from None
+        except OSError as exc:  # a TLS file that cannot be read
+            raise click.ClickException(
+                f"{exc.filename or 'ipamd'}: {exc.strerror or exc}"
+            ) from None
         except ValueError as exc:  # no endpoint in --socket
             raise click.BadParameter(str(exc), param_hint="--socket") from None
 
