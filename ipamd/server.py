@@ -27,9 +27,8 @@ from typing import Any
 
 import grpc
 
-from ipamd.api.v1 import ipam_pb2_grpc as pb_grpc
 from ipamd.engine import Engine
-from ipamd.servicer import IpamServicer
+from ipamd.servicer import IpamServicer, add_to_server
 from ipamd.settings import Settings
 from ipamd.store import Store, StoreError
 
@@ -210,10 +209,7 @@ def build(settings: Settings, store: Store | None = None) -> Daemon:
             options=[("grpc.so_reuseport", 0)],
             maximum_concurrent_rpcs=settings.max_concurrent_rpcs,
         )
-        # The generated gRPC module carries no annotations.
-        pb_grpc.add_IpamServicer_to_server(  # type: ignore[no-untyped-call]
-            IpamServicer(engine), server
-        )
+        add_to_server(IpamServicer(engine), server)
         try:
             if path is not None:
                 _prepare_socket_dir(path)
