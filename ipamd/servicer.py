@@ -21,7 +21,8 @@ from typing import Any, TypeVar, cast
 
 import grpc
 
-from ipamd.allocator import AllocateRequest, AllocState, Lease, PoolUsage
+from ipamd import pool_admin
+from ipamd.allocator import AllocateRequest, AllocState, Lease
 from ipamd.api.v1 import ipam_pb2 as pb
 from ipamd.api.v1 import ipam_pb2_grpc as pb_grpc
 from ipamd.api.v1.version import API_VERSION, RELEASE, compatible
@@ -36,6 +37,7 @@ from ipamd.errors import (
     Unavailable,
 )
 from ipamd.manifest import parse_manifest
+from ipamd.pool_admin import PoolUsage
 from ipamd.pools import Pool, ReservedIP, pool_from_spec, reserved_from_spec, shown
 
 log = logging.getLogger(__name__)
@@ -365,7 +367,9 @@ class IpamServicer(pb_grpc.IpamServicer):
         ]
         if not pools and not reserved:
             raise InvalidRequest("nothing to apply")
-        result = await self._call(lambda st: st.apply(pools, reserved, request.dry_run))
+        result = await self._call(
+            lambda st: pool_admin.apply_pools(st, pools, reserved, request.dry_run)
+        )
         return pb.ApplyPoolsReply(
             created=result.created,
             configured=result.configured,
@@ -374,7 +378,7 @@ class IpamServicer(pb_grpc.IpamServicer):
 
     @_rpc
     async def GetPool(self, request: pb.GetPoolRequest, context: Any) -> pb.PoolInfo:
-        usage = await self._call(lambda st: (st.usage(request.name), ()))
+        usage = await self._call(lambda st: (pool_admin.usage(st, request.name), ()))
         return usage_to_pb(usage)
 
     @_rpc
@@ -383,7 +387,10 @@ class IpamServicer(pb_grpc.IpamServicer):
     ) -> pb.ListPoolsReply:
         usages, reserved = await self._call(
             lambda st: (
-                (st.list_usage(), [st.reserved[n] for n in sorted(st.reserved)]),
+                (
+                    pool_admin.list_usage(st),
+                    [st.reserved[n] for n in sorted(st.reserved)],
+                ),
                 (),
             )
         )
@@ -398,9 +405,13 @@ class IpamServicer(pb_grpc.IpamServicer):
     ) -> pb.DeletePoolReply:
         kind = request.kind or "SpiderIPPool"
         if kind == "SpiderIPPool":
-            await self._call(lambda st: (None, st.delete_pool(request.name)))
+            await self._call(
+                lambda st: (None, pool_admin.delete_pool(st, request.name))
+            )
         elif kind == "SpiderReservedIP":
-            await self._call(lambda st: (None, st.delete_reserved(request.name)))
+            await self._call(
+                lambda st: (None, pool_admin.delete_reserved(st, request.name))
+            )
         else:
             raise InvalidRequest(f"unknown kind {kind!r}")
         return pb.DeletePoolReply()

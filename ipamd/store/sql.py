@@ -185,6 +185,14 @@ class SqlStore:
         self._conn: Connection | None = None
         self._token: int | None = None  # our lease's token, once acquired
         self._ttl = 0.0
+        # Built once: it runs in every commit, and a statement built per call
+        # costs SQLAlchemy a cache-key walk each time.
+        lease = lease_table
+        self._fence = (
+            lease.update()
+            .where(lease.c.id == LEASE_ID, lease.c.token == sa.bindparam("b_token"))
+            .values(expires_at=self._now + sa.bindparam("b_ttl", type_=sa.Float))
+        )
         try:
             with self._engine.connect() as conn:
                 migrate(conn)
@@ -291,12 +299,7 @@ class SqlStore:
     # -- the writer lease --------------------------------------------------
 
     def _extend(self, conn: Connection, ttl: float) -> bool:
-        lease = lease_table
-        res = conn.execute(
-            lease.update()
-            .where(lease.c.id == LEASE_ID, lease.c.token == self._token)
-            .values(expires_at=self._now + ttl)
-        )
+        res = conn.execute(self._fence, {"b_token": self._token, "b_ttl": ttl})
         return res.rowcount == 1
 
     def acquire_lease(self, holder: str, ttl: float) -> LeaseView:

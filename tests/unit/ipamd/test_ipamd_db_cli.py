@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from ipamd import pool_admin
 from ipamd.allocator import AllocateRequest, AllocState
 from ipamd.cli import main
 from ipamd.manifest import parse_manifest
@@ -30,7 +31,7 @@ def fill(url: str, rails_yaml: str) -> Snapshot:
     try:
         state = AllocState(store.load())
         pools, reserved = parse_manifest(rails_yaml + RESERVED)
-        store.apply(state.apply(pools, reserved)[1])
+        store.apply(pool_admin.apply_pools(state, pools, reserved)[1])
         for n in range(3):
             req = AllocateRequest(
                 network="rail1",

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from ipamd import pool_admin
 from ipamd.allocator import AllocateRequest
 from ipamd.engine import Engine, Role
 from ipamd.errors import Exhausted, Unavailable
@@ -68,7 +69,7 @@ def call(eng: Engine, job: Any) -> Any:
 
 def add_pool(eng: Engine) -> None:
     pools, reserved = parse_manifest(POOL)
-    call(eng, lambda st: st.apply(pools, reserved))
+    call(eng, lambda st: pool_admin.apply_pools(st, pools, reserved))
 
 
 @pytest.fixture

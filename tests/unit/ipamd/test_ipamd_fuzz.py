@@ -114,6 +114,8 @@ entry = st.one_of(
     st.tuples(v4, v4).map("-".join),
     st.tuples(v6, v6).map("-".join),
 )
+
+
 def _network(pair: tuple[Any, int]) -> str:
     return str(ipaddress.ip_network(f"{pair[0]}/{pair[1]}", strict=False))
 
