@@ -21,11 +21,11 @@ kept in the state so ib-kubernetes tooling can read it back.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from cni import netconf_fields as fields
 from cni.args import CniArgs, args_cni, requested_guid
 from cni.attach import conf as keys
 from cni.attach.conf import DEFAULT_RULE_PRIORITY, BaseFields, json_value, opt_str
@@ -34,9 +34,6 @@ from cni.types import NetConf as BaseNetConf
 if TYPE_CHECKING:
     from cni.skel import CmdArgs
 
-GUID_RE = re.compile(r"^([0-9a-fA-F]{2}:){7}[0-9a-fA-F]{2}$")
-PKEY_RE = re.compile(r"^(0[xX])?[0-9a-fA-F]{1,4}$")
-MAX_PKEY = 0x7FFF
 IB_APP_KEY = "mellanox.infiniband.app"
 IB_APP_CONFIGURED = "configured"
 
@@ -79,32 +76,12 @@ def _bool(data: Mapping[str, Any], key: str, default: bool) -> bool:
 
 def validate_guid(guid: str) -> str:
     """8 bytes of colon hex, not all zero (ib-sriov-cni ``invalid guid %s``)."""
-    if not GUID_RE.match(guid) or all(b == "00" for b in guid.split(":")):
-        raise _err(
-            f"invalid guid {guid}",
-            "expected 8 bytes of colon-separated hex, not all zero "
-            "(e.g. 02:00:00:00:00:00:00:01)",
-        )
-    return guid.lower()
+    return fields.guid(guid)
 
 
 def validate_pkey(pkey: str) -> str:
     """A 15-bit partition key as "0x%04x"; "" stays "" (no pkey)."""
-    if pkey == "":
-        return ""
-    if not PKEY_RE.match(pkey):
-        raise _err(
-            f"invalid pkey {pkey}",
-            "expected a hex partition key, with or without 0x (e.g. 0x7fff)",
-        )
-    value = int(pkey, 16)
-    if not 0 < value <= MAX_PKEY:
-        raise _err(
-            f"invalid pkey {pkey}",
-            f"a partition key is 15 bits: 0x0001-0x{MAX_PKEY:04x} (the membership "
-            "bit is set by the subnet manager)",
-        )
-    return f"0x{value:04x}"
+    return fields.pkey(pkey)
 
 
 # ------------------------------------------------------------------- load
