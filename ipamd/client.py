@@ -60,11 +60,20 @@ def is_unix(target: str) -> bool:
     return channel_target(target).startswith("unix:")
 
 
-def parse_endpoints(raw: str | Iterable[Any] | None) -> tuple[str, ...]:
-    """Endpoints from a comma-separated string or a list, blanks dropped."""
+def parse_endpoints(raw: Any) -> tuple[str, ...]:
+    """Endpoints from a comma-separated string or a list of strings, blanks
+    dropped; ValueError for anything else."""
     if raw is None:
         return ()
-    items = raw.split(",") if isinstance(raw, str) else [str(x) for x in raw]
+    if isinstance(raw, str):
+        items = raw.split(",")
+    elif isinstance(raw, list | tuple) and all(isinstance(x, str) for x in raw):
+        items = list(raw)
+    else:
+        raise ValueError(
+            f"ipamd endpoints must be a list of strings or one comma-separated "
+            f"string, got {type(raw).__name__}"
+        )
     return tuple(item.strip() for item in items if item.strip())
 
 

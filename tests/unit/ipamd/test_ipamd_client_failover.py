@@ -21,7 +21,7 @@ from typing import Any
 import grpc
 import pytest
 
-from cni.errors import STATUS_UNAVAILABLE, TRY_AGAIN_LATER
+from cni.errors import INVALID_CONFIG, STATUS_UNAVAILABLE, TRY_AGAIN_LATER, CniError
 from cni.ipam import IpamError, IpamRequest
 from cni.ipam.grpc_client import IpamdClient as PluginClient
 from ipamd.api.v1 import ipam_pb2 as pb
@@ -267,3 +267,13 @@ def test_blank_endpoints_are_dropped_and_none_at_all_is_refused() -> None:
     assert parse_endpoints(" a.sock ,, b.sock ,") == ("a.sock", "b.sock")
     with pytest.raises(ValueError, match="no ipamd endpoint"):
         IpamdClient(" , ")
+
+
+@pytest.mark.parametrize("endpoints", [5, ["/a.sock", 7], {"a": 1}, True])
+def test_endpoints_of_another_type_are_a_config_error(endpoints) -> None:
+    with pytest.raises(ValueError, match="list of strings or one comma-separated"):
+        IpamdClient.from_config({"endpoints": endpoints}, {})
+    netconf = {"ipam": {"type": "railyard", "endpoints": endpoints}}
+    with pytest.raises(CniError) as err:
+        PluginClient.from_netconf(netconf, {})
+    assert err.value.code == INVALID_CONFIG
