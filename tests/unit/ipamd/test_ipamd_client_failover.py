@@ -187,20 +187,23 @@ def test_an_add_during_a_failover_succeeds_once_the_standby_takes_over(
     short_dir,
 ) -> None:
     # Both endpoints refuse at first (one standby, one dead socket); the new
-    # active comes up on the second 0.5 s later, within the ADD's deadline.
+    # active comes up on the second 0.5 s later, within the ADD's deadline,
+    # with the pools the database already holds.
+    db = f"sqlite:///{short_dir / 'ipamd.db'}"
+    first = build(Settings(db_url=db, listen=str(short_dir / "first.sock")))
+    with IpamdClient(first.address) as c:
+        c.call(
+            "ApplyPools",
+            pb.ApplyPoolsRequest(client_version=API_VERSION, manifest=POOL),
+        )
+    first.stop(grace=None)
     promoted = short_dir / "promoted.sock"
     refusing = FakeServer(short_dir / "standby.sock", standby)
     started: list[Daemon] = []
 
     def take_over() -> None:
         time.sleep(0.5)
-        d = build(Settings(db_url="memory", listen=str(promoted)))
-        with IpamdClient(d.address) as c:
-            c.call(
-                "ApplyPools",
-                pb.ApplyPoolsRequest(client_version=API_VERSION, manifest=POOL),
-            )
-        started.append(d)
+        started.append(build(Settings(db_url=db, listen=str(promoted))))
 
     thread = threading.Thread(target=take_over)
     thread.start()
