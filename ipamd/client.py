@@ -43,6 +43,13 @@ MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 
 _RETRY_ALWAYS = frozenset({grpc.StatusCode.UNAVAILABLE})
 _RETRY_IF_IDEMPOTENT = frozenset({grpc.StatusCode.DEADLINE_EXCEEDED})
+# gRPC waits 1 s, then 1.6x longer each time, before redialling an endpoint
+# that refused; a replica taking over must be found within a second or so.
+_RECONNECT = [
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 1000),
+]
 _BACKOFF_FIRST = 0.05
 _BACKOFF_MAX = 0.5
 
@@ -60,11 +67,20 @@ def is_unix(target: str) -> bool:
     return channel_target(target).startswith("unix:")
 
 
-def parse_endpoints(raw: str | Iterable[Any] | None) -> tuple[str, ...]:
-    """Endpoints from a comma-separated string or a list, blanks dropped."""
+def parse_endpoints(raw: Any) -> tuple[str, ...]:
+    """Endpoints from a comma-separated string or a list of strings, blanks
+    dropped; ValueError for anything else."""
     if raw is None:
         return ()
-    items = raw.split(",") if isinstance(raw, str) else [str(x) for x in raw]
+    if isinstance(raw, str):
+        items = raw.split(",")
+    elif isinstance(raw, list | tuple) and all(isinstance(x, str) for x in raw):
+        items = list(raw)
+    else:
+        raise ValueError(
+            f"ipamd endpoints must be a list of strings or one comma-separated "
+            f"string, got {type(raw).__name__}"
+        )
     return tuple(item.strip() for item in items if item.strip())
 
 
@@ -77,13 +93,13 @@ def open_channel(
     """A channel to ipamd: plain on a unix socket, TLS (mTLS with a cert) on TCP."""
     address = channel_target(target)
     if address.startswith("unix:"):
-        return grpc.insecure_channel(address)
+        return grpc.insecure_channel(address, options=_RECONNECT)
     creds = grpc.ssl_channel_credentials(
         root_certificates=tls_ca.read_bytes() if tls_ca else None,
         private_key=tls_key.read_bytes() if tls_key else None,
         certificate_chain=tls_cert.read_bytes() if tls_cert else None,
     )
-    return grpc.secure_channel(address, creds)
+    return grpc.secure_channel(address, creds, options=_RECONNECT)
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,6 +44,7 @@ from typing import Any
 
 from ipamd.allocator import AllocState
 from ipamd.errors import Unavailable
+from ipamd.pools import brief
 from ipamd.store import (
     AllocationRow,
     DeleteAllocation,
@@ -112,7 +113,8 @@ def log_ops(ops: Sequence[Op]) -> None:
             log.info("%s %s", verb, _describe(op.row))
         elif isinstance(op, PutPool | PutReserved):
             kind = "SpiderIPPool" if isinstance(op, PutPool) else "SpiderReservedIP"
-            log.info("applied %s/%s %s", kind, op.name, op.spec)
+            # A spec can hold 10,000 addresses: the line shows its start.
+            log.info("applied %s/%s %s", kind, op.name, brief(str(op.spec), 300))
         else:
             kind = "SpiderIPPool" if isinstance(op, DeletePool) else "SpiderReservedIP"
             log.info("deleted %s/%s", kind, op.name)

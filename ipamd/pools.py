@@ -42,6 +42,11 @@ _MULTICAST = {
 }
 
 
+def brief(text: str, limit: int = 500) -> str:
+    """``text`` cut to ``limit`` characters, for a reason sent or logged."""
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
+
+
 def shown(raw: Any, limit: int = 60) -> str:
     """``raw`` quoted for an error message, cut to ``limit`` characters: an
     error must never echo a megabyte of input back to the operator."""

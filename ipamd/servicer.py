@@ -38,7 +38,14 @@ from ipamd.errors import (
 )
 from ipamd.manifest import parse_manifest
 from ipamd.pool_admin import PoolUsage
-from ipamd.pools import Pool, ReservedIP, pool_from_spec, reserved_from_spec, shown
+from ipamd.pools import (
+    Pool,
+    ReservedIP,
+    brief,
+    pool_from_spec,
+    reserved_from_spec,
+    shown,
+)
 
 log = logging.getLogger(__name__)
 
@@ -131,10 +138,12 @@ def _rpc(method: F) -> F:
         try:
             return await method(self, request, context)
         except (IpamdError, PoolError) as exc:
+            # Reasons may quote the request; a huge field is not echoed whole.
+            reason = brief(str(exc))
             for kind, code in _CODES:
                 if isinstance(exc, kind):
-                    log.warning("%s refused: %s", method.__name__, exc)
-                    await context.abort(code, str(exc))
+                    log.warning("%s refused: %s", method.__name__, reason)
+                    await context.abort(code, reason)
             raise
         except TimeoutError:
             await context.abort(

@@ -21,7 +21,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cni.errors import IPAM_ERROR, STATUS_UNAVAILABLE, TRY_AGAIN_LATER
+from cni.errors import (
+    INVALID_CONFIG,
+    IPAM_ERROR,
+    STATUS_UNAVAILABLE,
+    TRY_AGAIN_LATER,
+    CniError,
+)
 from cni.ipam import (
     Attachment,
     IpamAddress,
@@ -107,11 +113,13 @@ class IpamdClient:
         """The client for a plugin config (see ``ipamd.client.IpamdClient.
         from_config`` for ``ipam.endpoints``/``socket``/``timeout``/``tls_*``)."""
         ipam = netconf.get("ipam")
-        return cls(
-            transport.IpamdClient.from_config(
+        try:
+            client = transport.IpamdClient.from_config(
                 ipam if isinstance(ipam, Mapping) else {}, env
             )
-        )
+        except ValueError as exc:
+            raise CniError(INVALID_CONFIG, "invalid ipam endpoints", str(exc)) from None
+        return cls(client)
 
     @property
     def target(self) -> str:

@@ -21,7 +21,7 @@ from typing import Any
 import grpc
 import pytest
 
-from cni.errors import STATUS_UNAVAILABLE, TRY_AGAIN_LATER
+from cni.errors import INVALID_CONFIG, STATUS_UNAVAILABLE, TRY_AGAIN_LATER, CniError
 from cni.ipam import IpamError, IpamRequest
 from cni.ipam.grpc_client import IpamdClient as PluginClient
 from ipamd.api.v1 import ipam_pb2 as pb
@@ -187,20 +187,23 @@ def test_an_add_during_a_failover_succeeds_once_the_standby_takes_over(
     short_dir,
 ) -> None:
     # Both endpoints refuse at first (one standby, one dead socket); the new
-    # active comes up on the second 0.5 s later, within the ADD's deadline.
+    # active comes up on the second 0.5 s later, within the ADD's deadline,
+    # with the pools the database already holds.
+    db = f"sqlite:///{short_dir / 'ipamd.db'}"
+    first = build(Settings(db_url=db, listen=str(short_dir / "first.sock")))
+    with IpamdClient(first.address) as c:
+        c.call(
+            "ApplyPools",
+            pb.ApplyPoolsRequest(client_version=API_VERSION, manifest=POOL),
+        )
+    first.stop(grace=None)
     promoted = short_dir / "promoted.sock"
     refusing = FakeServer(short_dir / "standby.sock", standby)
     started: list[Daemon] = []
 
     def take_over() -> None:
         time.sleep(0.5)
-        d = build(Settings(db_url="memory", listen=str(promoted)))
-        with IpamdClient(d.address) as c:
-            c.call(
-                "ApplyPools",
-                pb.ApplyPoolsRequest(client_version=API_VERSION, manifest=POOL),
-            )
-        started.append(d)
+        started.append(build(Settings(db_url=db, listen=str(promoted))))
 
     thread = threading.Thread(target=take_over)
     thread.start()
@@ -267,3 +270,13 @@ def test_blank_endpoints_are_dropped_and_none_at_all_is_refused() -> None:
     assert parse_endpoints(" a.sock ,, b.sock ,") == ("a.sock", "b.sock")
     with pytest.raises(ValueError, match="no ipamd endpoint"):
         IpamdClient(" , ")
+
+
+@pytest.mark.parametrize("endpoints", [5, ["/a.sock", 7], {"a": 1}, True])
+def test_endpoints_of_another_type_are_a_config_error(endpoints) -> None:
+    with pytest.raises(ValueError, match="list of strings or one comma-separated"):
+        IpamdClient.from_config({"endpoints": endpoints}, {})
+    netconf = {"ipam": {"type": "railyard", "endpoints": endpoints}}
+    with pytest.raises(CniError) as err:
+        PluginClient.from_netconf(netconf, {})
+    assert err.value.code == INVALID_CONFIG

@@ -10,8 +10,9 @@ or 1 with one line and no traceback; the daemon answers with a status that
 names a reason (never UNKNOWN or INTERNAL) and logs no traceback and nothing
 at ERROR.
 
-Budget: the ``ci`` profile (default) keeps the whole module to a few seconds;
-``RAILYARD_FUZZ_PROFILE=soak`` runs 5,000 examples per test:
+Budget: the ``ci`` profile (default: 40 derandomized examples per test) keeps
+the whole module to a few seconds; ``RAILYARD_FUZZ_PROFILE=soak`` runs 5,000
+random examples per test (``RAILYARD_FUZZ_EXAMPLES=N`` sets another count):
 
     RAILYARD_FUZZ_PROFILE=soak .venv/bin/python -m pytest -q -p no:cacheprovider \\
         tests/unit/ipamd/test_ipamd_fuzz.py
@@ -60,6 +61,8 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 FUZZ = settings.get_profile(os.environ.get("RAILYARD_FUZZ_PROFILE", "ci"))
+if os.environ.get("RAILYARD_FUZZ_EXAMPLES"):
+    FUZZ = settings(FUZZ, max_examples=int(os.environ["RAILYARD_FUZZ_EXAMPLES"]))
 
 METHODS = [
     "Allocate",
@@ -371,6 +374,8 @@ def daemon() -> Iterator[tuple[Daemon, Path, Alarms]]:
     work = Path(tempfile.mkdtemp(prefix="ra-fuzz-"))
     alarms = Alarms()
     root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.INFO)  # a traceback logged at INFO counts too
     root.addHandler(alarms)
     d = build(Settings(db_url="memory", listen=str(work / "ipamd.sock")))
     try:
@@ -378,6 +383,7 @@ def daemon() -> Iterator[tuple[Daemon, Path, Alarms]]:
     finally:
         d.stop(grace=None)
         root.removeHandler(alarms)
+        root.setLevel(level)
         shutil.rmtree(work, ignore_errors=True)
 
 
