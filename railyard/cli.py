@@ -142,7 +142,7 @@ def apply(
     for path in paths:
         try:
             with click.open_file(path) as stream:
-                sources.append((path, stream.read()))
+                sources.append((path if path != "-" else "<stdin>", stream.read()))
         except OSError as exc:
             _fail([f"{path}: {exc.strerror or exc}"])
     try:
