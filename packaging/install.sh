@@ -5,7 +5,8 @@
 #   <cni-bin-dir>/{sriov,ib-sriov,rdma,railyard-ipam}
 #                                  tiny launchers: shebang = the venv's interpreter
 #                                  by absolute path, run isolated (-I)
-#   <bin-dir>/{ipamd,railyard-sim} symlinks to the venv's console scripts
+#   <bin-dir>/{ipamd,railyard,railyard-sim}
+#                                  symlinks to the venv's console scripts
 #   <prefix>/install-manifest.txt  everything the above created; uninstall.sh reads it
 #
 # Re-running is an upgrade. A file in the CNI bin dir (or bin dir) that an
@@ -20,7 +21,7 @@ usage: install.sh [options] [SOURCE]
   SOURCE               repo checkout to install (default: the repo holding this script)
   --prefix DIR         install root; the venv goes to DIR/venv (default /opt/railyard)
   --cni-bin-dir DIR    where runtimes look for CNI plugins (default /opt/cni/bin)
-  --bin-dir DIR        where ipamd and railyard-sim are linked (default /usr/local/bin;
+  --bin-dir DIR        where ipamd, railyard and railyard-sim are linked (default /usr/local/bin;
                        "none" to skip)
   --python PY          interpreter that creates the venv (default python3, >= 3.11)
   --force              replace files in the bin dirs that this installer did not create
@@ -70,7 +71,7 @@ MANIFEST=$PREFIX/install-manifest.txt
 # CNI type name -> console script in pyproject.toml ([project.scripts]).
 CNI_PLUGINS=(sriov:railyard-sriov ib-sriov:railyard-ib-sriov rdma:railyard-rdma
              railyard-ipam:railyard-ipam)
-LINKED_SCRIPTS=(ipamd railyard-sim)
+LINKED_SCRIPTS=(ipamd railyard railyard-sim)
 MARK="railyard-cni launcher"
 
 # Directories this and earlier runs created (uninstall removes them when empty).
@@ -147,7 +148,7 @@ pip_quiet install -q --upgrade --upgrade-strategy only-if-needed "$WHEEL"
 # re-install must still be an upgrade: always replace our own package.
 pip_quiet install -q --force-reinstall --no-deps "$WHEEL"
 SITE=$("$VENV/bin/python" -I -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-"$VENV/bin/python" -I -m compileall -q -j 0 "$SITE/cni" "$SITE/ipamd" >/dev/null
+"$VENV/bin/python" -I -m compileall -q -j 0 "$SITE/cni" "$SITE/ipamd" "$SITE/railyard" >/dev/null
 
 # Entry points come from the installed metadata, so the launchers follow
 # pyproject.toml instead of repeating it.
