@@ -28,6 +28,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from railyard_sim.lab import RailSpec
+
 from . import netview
 from .assertions import assert_all_returned, assert_allocated, assert_rail_nic
 from .commands import run
@@ -56,8 +58,11 @@ def railyard_apply(railyard: str, host: SimHost, *args: str, stdin: str = "") ->
     return out.stdout
 
 
-def guide_pool_rail(host: SimHost) -> object:
-    """Rail 1 as the guide's own pool defines it (a /16 around the rail)."""
+def with_guide_pool(host: SimHost) -> RailSpec:
+    """Rail 1 as the guide's own pool defines it: gpu1-net11 is a /16 there
+    (the same gateway). The host's /24 pool of that name is deleted first, as
+    ipamd (like Spiderpool) refuses to change the subnet of a pool."""
+    host.ipamd.check("pool", "delete", "gpu1-net11")
     return dataclasses.replace(host.rail(1), subnet_v4="172.16.0.0/16")
 
 
@@ -79,8 +84,7 @@ def test_podman_runs_on_the_rendered_roce_network_with_mtu_and_rdma(
         f"spidernet.io/gpu1sriov={vf.pci}",
     )
     assert report == (
-        f"network spiderpool/gpu1-sriov: {podman.net_dir}/gpu1-sriov.conflist "
-        "created\n"
+        f"network spiderpool/gpu1-sriov: {podman.net_dir}/gpu1-sriov.conflist created\n"
     )
     name = f"rp{uuid.uuid4().hex[:8]}"
     podman(
@@ -111,33 +115,33 @@ def test_cnitool_add_check_del_on_the_rendered_conflist(
 ) -> None:
     host = make_host(rails=1)
     vf = host.vf(1, 0)
+    rail = with_guide_pool(host)
     netns = rp_netns()
     net_dir = tmp_short / "net.d"
-    # the guide's 02 as written (its pool too), asking for CNI 1.1.0 so that
-    # libcni runs CHECK (0.3.1, Spiderpool's default, has none)
+    # the guide's 02 as written (its pool too), asking for CNI 1.0.0 so that
+    # libcni runs CHECK (0.3.1, Spiderpool's default, has none; Debian's libcni
+    # 1.1.2 does not parse 1.1.0 results yet)
     guide = (SEED / "02-roce-pool-and-network.yaml").read_text()
     document = guide.replace(
         "  namespace: spiderpool\n",
         "  namespace: spiderpool\n"
         "  annotations:\n"
-        '    multus.spidernet.io/cni-version: "1.1.0"\n',
+        '    multus.spidernet.io/cni-version: "1.0.0"\n',
     )
     report = railyard_apply(
         railyard, host, "-f", "-", "--cni-conf-dir", str(net_dir),
         "--device-id", f"spidernet.io/gpu1sriov={vf.pci}",
         stdin=document,
     )  # fmt: skip
-    assert report.splitlines()[0] == "spiderippool/gpu1-net11 configured"
+    assert report.splitlines()[0] == "spiderippool/gpu1-net11 created"
     rendered = json.loads((net_dir / "gpu1-sriov.conflist").read_text())
-    assert rendered["cniVersion"] == "1.1.0"
+    assert rendered["cniVersion"] == "1.0.0"
     env = cnitool_env(host, net_dir, "net1")
     cid = cnitool_container_id(netns)
 
     with deleted_at_exit(cnitool, "gpu1-sriov", netns, env):
         added = json.loads(run([cnitool, "add", "gpu1-sriov", netns], env=env).stdout)
-        address = assert_rail_nic(
-            host, netns, "net1", guide_pool_rail(host), vf, rdma=True
-        )
+        address = assert_rail_nic(host, netns, "net1", rail, vf, rdma=True)
         assert address.endswith("/16")
         assert [i["address"] for i in added["ips"]] == [address]
         assert_allocated(host, cid, {"net1": address})
@@ -154,6 +158,7 @@ def test_multus_delegates_the_rendered_nad_with_its_resource_device(
 ) -> None:
     host = make_host(rails=1, vfs_per_pf=2)
     vf = host.vf(1, 1)
+    rail = with_guide_pool(host)
     # kubelet's device manager: the resource's allocated device for this pod
     allocated = {"spidernet.io/gpu1rdma": vf.pci}
     nad_dir = tmp_short / "nads"
@@ -186,9 +191,7 @@ def test_multus_delegates_the_rendered_nad_with_its_resource_device(
 
     multus.add(pod, [attachment])
 
-    address = assert_rail_nic(
-        host, pod.netns, "net1", guide_pool_rail(host), vf, rdma=True
-    )
+    address = assert_rail_nic(host, pod.netns, "net1", rail, vf, rdma=True)
     assert_allocated(host, pod.sandbox_id, {"net1": address})
     sriov, rdma = multus.calls
     assert (sriov.plugin, rdma.plugin) == ("sriov", "rdma")
