@@ -97,7 +97,8 @@ def test_install_reinstall_and_uninstall_touch_only_what_install_made(
         launcher = (cni_bin / name).read_text().splitlines()
         # Absolute interpreter, isolated mode: the runtime's env can't steer it.
         assert launcher[0] == f"#!{python} -I"
-    assert os.readlink(bin_dir / "ipamd") == str(prefix / "venv" / "bin" / "ipamd")
+    for tool in ("ipamd", "railyard"):
+        assert os.readlink(bin_dir / tool) == str(prefix / "venv" / "bin" / tool)
     assert os.readlink(bin_dir / "railyard-sim") == str(
         prefix / "venv" / "bin" / "railyard-sim"
     )

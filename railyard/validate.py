@@ -20,6 +20,7 @@ import re
 from railyard.network import (
     CNI_VERSION,
     CR_NAME,
+    INJECT_KEYS,
     NETWORK_INJECT,
     RDMA_INJECT,
     IbSriovConfig,
@@ -35,6 +36,8 @@ MAX_PKEY = 0x7FFF  # 15 bits; the top bit is the membership flag, set by the SM
 _DNS1123_SUBDOMAIN = re.compile(
     r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 )
+# The inject annotations are copied to labels, so their values must be label values.
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _DNS1123_MESSAGE = (
     "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric "
     "characters, '-' or '.', and must start and end with an alphanumeric character"
@@ -77,6 +80,14 @@ def _annotations(net: MultusConfig) -> list[str]:
         errors.append(
             f"invalid custom net-attach-def resource name, err: {_DNS1123_MESSAGE}"
         )
+    for key in INJECT_KEYS:
+        group = net.annotations.get(key)
+        if group is not None and (not _LABEL_VALUE.match(group) or len(group) > 63):
+            errors.append(
+                f"invalid {key} {group!r}: the group becomes a label value (at most "
+                "63 alphanumerics, '-', '_' or '.', starting and ending with an "
+                "alphanumeric)"
+            )
     version = net.annotations.get(CNI_VERSION)
     if version is not None and version not in SUPPORTED_CNI_VERSIONS:
         errors.append(f"unsupported CNI version {version}")

@@ -147,6 +147,15 @@ def test_rdma_inject_needs_resource_and_pools() -> None:
     ]
 
 
+def test_inject_group_must_be_usable_as_a_label_value() -> None:
+    body = smc(sriov(), **{"cni.spidernet.io/rdma-resource-inject": "rdma network"})
+    (message,) = errors(body)
+    assert message.startswith(
+        "invalid cni.spidernet.io/rdma-resource-inject 'rdma network': the group "
+        "becomes a label value"
+    )
+
+
 def test_network_inject_needs_pools_only_with_a_resource() -> None:
     inject = {"cni.spidernet.io/network-resource-inject": "g"}
     body = smc(
