@@ -200,7 +200,8 @@ def _file_pools(pool_docs: Sequence[Document], errors: list[str]) -> set[str]:
             pools, reserved = parse_manifest(documents.pools_manifest([doc]))
         except PoolError as exc:
             reason = str(exc).removeprefix("document 1: ")
-            errors.append(f"{doc.describe()}: {reason}")
+            # ipamd's reason names the kind and the pool already
+            errors.append(f"{doc.where}: {reason}")
             continue
         names |= {p.name for p in pools}
     return names

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -28,7 +28,7 @@ def main() -> None:
     """railyard: networks and pools from the reference setup's YAML."""
 
 
-def _fail(errors: list[str]) -> None:
+def _fail(errors: list[str]) -> NoReturn:
     for line in errors:
         click.echo(f"error: {line}", err=True)
     sys.exit(1)

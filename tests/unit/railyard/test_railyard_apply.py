@@ -269,3 +269,37 @@ def test_cli_error_is_one_line_without_traceback(tmp_path: Path) -> None:
     assert result.stderr.splitlines()[-1].startswith("error: ")
     assert "gpu1-net91" in result.stderr
     assert "Traceback" not in result.output
+
+
+def test_a_bad_pool_is_refused_with_ipamds_reason_before_anything(
+    tmp_path: Path,
+) -> None:
+    bad = POOL.replace("172.16.11.1-172.16.11.200", "10.9.0.1-10.9.0.5")
+    ipamd = FakeIpamd()
+    with pytest.raises(apply.ApplyError) as failed:
+        run(bad + "---" + network("gpu1-sriov", "gpu1-net11"), ipamd, tmp_path)
+    pool_error, network_error = failed.value.errors
+    assert pool_error == (
+        "in.yaml document 1: SpiderIPPool gpu1-net11: '10.9.0.1-10.9.0.5' not "
+        "pertains to the 'spec.subnet' 172.16.0.0/16"
+    )
+    # an invalid pool is no pool: the network naming it is reported too
+    assert "pool gpu1-net11 does not exist" in network_error
+    assert ipamd.calls == [] and list(tmp_path.iterdir()) == []
+
+
+def test_get_networks_as_json(tmp_path: Path) -> None:
+    run((SEED / "04-inject-network.yaml").read_text(), FakeIpamd(), tmp_path)
+    listed = CliRunner().invoke(
+        main, ["get", "networks", "--cni-conf-dir", str(tmp_path), "-o", "json"]
+    )
+    assert json.loads(listed.stdout) == [
+        {
+            "name": "gpu1-sriov",
+            "source": "spiderpool/gpu1-sriov",
+            "cniType": "sriov",
+            "resourceName": "spidernet.io/gpu1rdma",
+            "pools": ["gpu1-net11"],
+            "file": str(tmp_path / "gpu1-sriov.conflist"),
+        }
+    ]
