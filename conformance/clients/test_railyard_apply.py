@@ -202,3 +202,53 @@ def test_multus_delegates_the_rendered_nad_with_its_resource_device(
     multus.delete(pod, [attachment])
     assert netview.nic("net1", pod.netns) is None
     assert_all_returned(host)
+
+
+def test_multus_delegates_the_rendered_infiniband_nad_of_guide_01(
+    railyard: str, make_host, rp_netns, tmp_short: Path, request: pytest.FixtureRequest
+) -> None:
+    host = make_host(rails=0, ib_rails=1)
+    vf = host.vf(1, 0)
+    rail = with_guide_pool(host)
+    nad_dir = tmp_short / "nads"
+    guide = (SEED / "01-ib-pool-and-network.yaml").read_text()
+    # the guide's typo (gpu1-net91) fixed; as written it fails before any change
+    railyard_apply(
+        railyard, host, "-f", "-", "--nad-out", str(nad_dir),
+        stdin=guide.replace("gpu1-net91", "gpu1-net11"),
+    )  # fmt: skip
+    nad = yaml.safe_load((nad_dir / "spiderpool.gpu1-sriov.yaml").read_text())
+    assert nad["metadata"]["annotations"]["k8s.v1.cni.cncf.io/resourceName"] == (
+        "spidernet.io/gpu1sriov"
+    )
+    attachment = Attachment(
+        nad_namespace="spiderpool",
+        nad_name=nad["metadata"]["name"],
+        config=json.loads(nad["spec"]["config"]),
+        resource_device_id=vf.pci,
+    )
+    pod = Pod(
+        namespace="ai-team",
+        name="ib-trainer-0",
+        uid=str(uuid.uuid4()),
+        sandbox_id=uuid.uuid4().hex + uuid.uuid4().hex,
+        netns=rp_netns(),
+    )
+    multus = Multus(
+        [host.install.cni_bin_dir],
+        tmp_short / "multus-cache",
+        env={**os.environ, **host.env},
+    )
+    request.addfinalizer(lambda: multus.delete(pod, [attachment], check=False))
+
+    multus.add(pod, [attachment])
+
+    # ib-sriov isolates the RDMA device itself (rdmaIsolation defaults to true)
+    (call,) = multus.calls
+    assert call.plugin == "ib-sriov"
+    address = assert_rail_nic(host, pod.netns, "net1", rail, vf, rdma=True)
+    assert_allocated(host, pod.sandbox_id, {"net1": address})
+
+    multus.delete(pod, [attachment])
+    assert netview.nic("net1", pod.netns) is None
+    assert_all_returned(host)
