@@ -6,21 +6,21 @@
 without ``dry_run`` (the server's own validation, e.g. a subnet change of a
 pool in use, before anything is changed). ``IpamdPools`` is the Protocol the
 rest of the package sees; ``GrpcIpamd`` implements it over ipamd's public
-client. The client's import path lives on one line below, so moving the
-client (to ``ipamd.client``) is a one-line change here.
+client. The client's import path lives on one line (``_client_class``), so
+moving the client (to ``ipamd.client``) is a one-line change here; it is
+imported when a connection is made, so ``--no-ipamd`` runs never load grpc.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from cni.ipam.grpc_client import DEFAULT_SOCKET, SOCKET_ENV, IpamdClient
+if TYPE_CHECKING:
+    from cni.ipam.grpc_client import IpamdClient
 
 __all__ = [
-    "DEFAULT_SOCKET",
-    "SOCKET_ENV",
     "ApplyReport",
     "GrpcIpamd",
     "IpamdError",
@@ -59,7 +59,7 @@ class GrpcIpamd:
         tls_cert: Path | None = None,
         tls_key: Path | None = None,
     ) -> None:
-        self._client = IpamdClient(target, timeout, tls_ca, tls_cert, tls_key)
+        self._client = _client_class()(target, timeout, tls_ca, tls_cert, tls_key)
 
     def pool_names(self) -> set[str]:
         from ipamd.api.v1 import ipam_pb2 as pb
@@ -108,6 +108,12 @@ class GrpcIpamd:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _client_class() -> type[IpamdClient]:
+    from cni.ipam.grpc_client import IpamdClient  # ipamd's public client
+
+    return IpamdClient
 
 
 def _version() -> str:
