@@ -3,8 +3,9 @@
 
 Parsing applies the defaults Spiderpool's SMC mutating webhook materialises
 (sriov: vlan 0, rates 0, mtu 0, rdmaIsolation false; ib-sriov: linkState
-enable, rdmaIsolation **true**; coordinator absent -> tunePodRoutes true) and
-takes the guide's drift:
+enable, rdmaIsolation **true**; coordinator absent -> tunePodRoutes true,
+present without the key -> false, Spiderpool's asymmetric default) and takes
+the guide's drift:
 
 - ``enableRdma`` (the guide's key) means ``rdmaIsolation``. Spiderpool renamed
   it and the API server now prunes the old key, so the guide silently yields
