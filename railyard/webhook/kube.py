@@ -37,7 +37,9 @@ class NetworkSource(Protocol):
 
 
 class KubernetesApi:
-    def __init__(self, api_client: Any, timeout: float = 10.0) -> None:
+    # Below the MutatingWebhookConfiguration's timeoutSeconds (10), so a slow
+    # API gives the pod a denial that says so, not the API server's timeout.
+    def __init__(self, api_client: Any, timeout: float = 5.0) -> None:
         self._client = api_client
         self.timeout = timeout
 

@@ -100,6 +100,9 @@ def mutation(
 
 class _Handler(BaseHTTPRequestHandler):
     server_version = "railyard-webhook"
+    # keep-alive: the API server reuses its connection instead of a TLS
+    # handshake per pod (every response carries Content-Length)
+    protocol_version = "HTTP/1.1"
     source: NetworkSource  # set on the subclass made by make_server
 
     def do_GET(self) -> None:  # noqa: N802 (http.server's naming)

@@ -631,3 +631,30 @@ def test_railyard_webhook_serve_from_a_kubeconfig_until_sigterm(
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
+
+
+def test_the_api_server_keeps_its_connection_across_reviews(
+    tls: Tls, webhook: tuple[Api, int]
+) -> None:
+    state, port = webhook
+    state.nads = eight_rails()
+    conn = http.client.HTTPSConnection(
+        "127.0.0.1", port, context=tls.client_context(), timeout=30
+    )
+    try:
+        for _ in range(3):
+            pod = replicaset_pod({RDMA: "rdma-network"})
+            review = admission_review(pod)
+            conn.request(
+                "POST",
+                MUTATE_PATH,
+                body=json.dumps(review),
+                headers={"Content-Type": "application/json"},
+            )
+            response = conn.getresponse()
+            answer = json.loads(response.read())
+            assert answer["response"]["uid"] == review["request"]["uid"]
+            assert answer["response"]["allowed"] is True
+            assert not response.will_close
+    finally:
+        conn.close()
