@@ -25,6 +25,7 @@ usage: install.sh [options] [SOURCE]
                        "none" to skip)
   --python PY          interpreter that creates the venv (default python3, >= 3.11)
   --force              replace files in the bin dirs that this installer did not create
+  --with-webhook       also install the Kubernetes client `railyard webhook serve` needs
 EOF
 }
 
@@ -33,6 +34,7 @@ CNI_BIN_DIR=/opt/cni/bin
 BIN_DIR=/usr/local/bin
 PYTHON=python3
 FORCE=0
+EXTRAS=""
 SOURCE=""
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -45,6 +47,7 @@ while [ $# -gt 0 ]; do
     --python) PYTHON=$2; shift 2 ;;
     --python=*) PYTHON=${1#*=}; shift ;;
     --force) FORCE=1; shift ;;
+    --with-webhook) EXTRAS="[webhook]"; shift ;;
     -h|--help) usage; exit 0 ;;
     -*) echo "install.sh: unknown option $1" >&2; usage >&2; exit 2 ;;
     *) SOURCE=$1; shift ;;
@@ -143,7 +146,7 @@ tar -C "$SOURCE" --exclude=./.git --exclude=./.venv --exclude=./build --exclude=
     --exclude='*.egg-info' --exclude=__pycache__ -cf - . | tar -C "$WORK/src" -xf -
 pip_quiet wheel -q --no-deps -w "$WORK/wheel" "$WORK/src"
 WHEEL=$(ls "$WORK"/wheel/railyard_cni-*.whl)
-pip_quiet install -q --upgrade --upgrade-strategy only-if-needed "$WHEEL"
+pip_quiet install -q --upgrade --upgrade-strategy only-if-needed "$WHEEL$EXTRAS"
 # The version string rarely changes between two installs of a checkout, and a
 # re-install must still be an upgrade: always replace our own package.
 pip_quiet install -q --force-reinstall --no-deps "$WHEEL"

@@ -281,8 +281,14 @@ def webhook_serve(
     cert: Path, key: Path, listen: str, kubeconfig: Path | None, log_level: str
 ) -> None:
     """Serve AdmissionReview (admission.k8s.io/v1) on HTTPS until SIGTERM."""
+    import importlib.util
     import logging
 
+    if importlib.util.find_spec("kubernetes") is None:
+        raise click.ClickException(
+            "the webhook needs the Kubernetes client: pip install "
+            "'railyard-cni[webhook]' (packaging/install.sh --with-webhook)"
+        )
     from railyard.webhook.kube import KubeError, KubernetesApi
     from railyard.webhook.server import serve
 
