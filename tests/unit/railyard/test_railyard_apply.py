@@ -303,3 +303,23 @@ def test_get_networks_as_json(tmp_path: Path) -> None:
             "file": str(tmp_path / "gpu1-sriov.conflist"),
         }
     ]
+
+
+def test_webhook_without_the_kubernetes_client_says_how_to_get_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "kubernetes" else real(name, *a),
+    )
+    pem = tmp_path / "tls.pem"
+    pem.write_text("")
+    result = CliRunner().invoke(
+        main, ["webhook", "serve", "--cert", str(pem), "--key", str(pem)]
+    )
+    assert result.exit_code == 1
+    assert "pip install 'railyard-cni[webhook]'" in result.stderr
