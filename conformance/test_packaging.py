@@ -99,9 +99,10 @@ def test_install_reinstall_and_uninstall_touch_only_what_install_made(
         # runtime's env can't steer it and the shim imports the stdlib only.
         assert launcher[0] == f"#!{python} -IS"
         assert f'railyard-cni launcher for CNI type "{name}"' in launcher[1]
-    assert os.readlink(bin_dir / "ipamd") == str(prefix / "venv" / "bin" / "ipamd")
-    assert os.readlink(bin_dir / "railyard-agent") == str(
-        prefix / "venv" / "bin" / "railyard-agent"
+    for tool in ("ipamd", "railyard-agent"):
+        assert os.readlink(bin_dir / tool) == str(prefix / "venv" / "bin" / tool)
+    assert os.readlink(bin_dir / "railyard") == str(
+        prefix / "venv" / "bin" / "railyard"
     )
     site = next((prefix / "venv" / "lib").glob("python3*/site-packages"))
     # The simulated host is not part of a node unless asked for (--with-sim).

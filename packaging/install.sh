@@ -6,7 +6,7 @@
 #                                  stdlib-only shims (cni/agent/shim.py), run with
 #                                  -IS by the venv's interpreter: they forward to
 #                                  railyard-agent, or run the plugin directly
-#   <bin-dir>/{ipamd,railyard-agent}
+#   <bin-dir>/{ipamd,railyard,railyard-agent}
 #                                  symlinks to the venv's console scripts (and
 #                                  railyard-sim with --with-sim)
 #   <prefix>/install-manifest.txt  everything the above created; uninstall.sh reads it
@@ -23,7 +23,7 @@ usage: install.sh [options] [SOURCE]
   SOURCE               repo checkout to install (default: the repo holding this script)
   --prefix DIR         install root; the venv goes to DIR/venv (default /opt/railyard)
   --cni-bin-dir DIR    where runtimes look for CNI plugins (default /opt/cni/bin)
-  --bin-dir DIR        where ipamd, railyard-agent (and railyard-sim) are linked (default /usr/local/bin;
+  --bin-dir DIR        where ipamd, railyard, railyard-agent (and railyard-sim) are linked (default /usr/local/bin;
                        "none" to skip)
   --with-sim           also install the simulated host (the railyard-sim distribution
                        in sim/, the "sim" extra): for CI, demos and benchmarks, never
@@ -32,6 +32,7 @@ usage: install.sh [options] [SOURCE]
   --agent-socket PATH  railyard-agent's socket baked into the CNI shims
                        (default /run/railyard/agent/agent.sock)
   --force              replace files in the bin dirs that this installer did not create
+  --with-webhook       also install the Kubernetes client `railyard webhook serve` needs
 EOF
 }
 
@@ -41,6 +42,7 @@ BIN_DIR=/usr/local/bin
 PYTHON=python3
 FORCE=0
 WITH_SIM=0
+EXTRAS=""
 SOURCE=""
 AGENT_SOCKET=/run/railyard/agent/agent.sock
 while [ $# -gt 0 ]; do
@@ -57,6 +59,7 @@ while [ $# -gt 0 ]; do
     --agent-socket=*) AGENT_SOCKET=${1#*=}; shift ;;
     --force) FORCE=1; shift ;;
     --with-sim) WITH_SIM=1; shift ;;
+    --with-webhook) EXTRAS="[webhook]"; shift ;;
     -h|--help) usage; exit 0 ;;
     -*) echo "install.sh: unknown option $1" >&2; usage >&2; exit 2 ;;
     *) SOURCE=$1; shift ;;
@@ -83,7 +86,7 @@ MANIFEST=$PREFIX/install-manifest.txt
 # CNI type name -> console script in pyproject.toml ([project.scripts]).
 CNI_PLUGINS=(sriov:railyard-sriov ib-sriov:railyard-ib-sriov rdma:railyard-rdma
              railyard-ipam:railyard-ipam)
-LINKED_SCRIPTS=(ipamd railyard-agent)
+LINKED_SCRIPTS=(ipamd railyard railyard-agent)
 [ "$WITH_SIM" = 1 ] && LINKED_SCRIPTS+=(railyard-sim)
 MARK="railyard-cni launcher"
 
@@ -156,12 +159,12 @@ tar -C "$SOURCE" --exclude=./.git --exclude=./.venv --exclude=./build --exclude=
     --exclude='*.egg-info' --exclude=__pycache__ -cf - . | tar -C "$WORK/src" -xf -
 pip_quiet wheel -q --no-deps -w "$WORK/wheel" "$WORK/src"
 WHEEL=$(ls "$WORK"/wheel/railyard_cni-*.whl)
-pip_quiet install -q --upgrade --upgrade-strategy only-if-needed "$WHEEL"
+pip_quiet install -q --upgrade --upgrade-strategy only-if-needed "$WHEEL$EXTRAS"
 # The version string rarely changes between two installs of a checkout, and a
 # re-install must still be an upgrade: always replace our own package.
 pip_quiet install -q --force-reinstall --no-deps "$WHEEL"
 SITE=$("$VENV/bin/python" -I -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-COMPILE=("$SITE/cni" "$SITE/ipamd")
+COMPILE=("$SITE/cni" "$SITE/ipamd" "$SITE/railyard")
 if [ "$WITH_SIM" = 1 ]; then
   log "installing the simulated host (railyard-sim) from $SOURCE/sim"
   pip_quiet wheel -q --no-deps -w "$WORK/sim-wheel" "$WORK/src/sim"
