@@ -7,6 +7,8 @@ launchers, manifest), never into /opt or /usr/local.
 
 from __future__ import annotations
 
+from typing import Any
+
 import hashlib
 import os
 import shutil
@@ -182,21 +184,42 @@ def test_install_reinstall_and_uninstall_touch_only_what_install_made(
 
 def test_kubernetes_manifests_parse_and_describe_the_topology() -> None:
     yaml = pytest.importorskip("yaml")
-    docs = {}
-    for path in sorted((PACKAGING / "k8s").glob("*.yaml")):
-        for doc in yaml.safe_load_all(path.read_text()):
-            assert doc["apiVersion"] and doc["kind"] and doc["metadata"]["name"], path
-            docs[(doc["kind"], doc["metadata"]["name"])] = doc
-    deploy = docs[("Deployment", "railyard-ipamd")]["spec"]
+
+    def manifests(skip: str) -> dict[tuple[str, str], Any]:
+        docs = {}
+        for path in sorted((PACKAGING / "k8s").glob("*.yaml")):
+            if path.name == skip:
+                continue
+            for doc in yaml.safe_load_all(path.read_text()):
+                assert doc["apiVersion"] and doc["kind"], path
+                assert doc["metadata"]["name"], path
+                docs[(doc["kind"], doc["metadata"]["name"])] = doc
+        return docs
+
+    # Two ways to run the central ipamd, each a complete set with the rest:
+    # one replica on SQLite, or active/standby replicas on PostgreSQL.
+    sqlite = manifests(skip="ipamd-deployment.yaml")
+    deploy = sqlite[("Deployment", "railyard-ipamd")]["spec"]
     assert deploy["replicas"] == 1 and deploy["strategy"]["type"] == "Recreate"
     volumes = {v["name"]: v for v in deploy["template"]["spec"]["volumes"]}
     claim = volumes["db"]["persistentVolumeClaim"]["claimName"]
-    assert ("PersistentVolumeClaim", claim) in docs
-    assert ("Secret", volumes["tls"]["secret"]["secretName"]) in docs
+    assert ("PersistentVolumeClaim", claim) in sqlite
+    assert ("Secret", volumes["tls"]["secret"]["secretName"]) in sqlite
     args = deploy["template"]["spec"]["containers"][0]["args"]
     assert any(a.startswith("--tls-cert=") for a in args)
-    service = docs[("Service", "railyard-ipamd")]["spec"]
+    service = sqlite[("Service", "railyard-ipamd")]["spec"]
     assert service["selector"] == deploy["selector"]["matchLabels"]
+
+    docs = manifests(skip="ipamd-deployment-sqlite.yaml")
+    replicated = docs[("Deployment", "railyard-ipamd")]["spec"]
+    assert replicated["replicas"] == 2
+    container = replicated["template"]["spec"]["containers"][0]
+    # Ready means active: the Service sends allocations to the lease holder only.
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    db_env = {e["name"]: e for e in container.get("env", [])}["RAILYARD_IPAMD_DB"]
+    assert db_env["valueFrom"]["secretKeyRef"]["name"]
+    service = docs[("Service", "railyard-ipamd")]["spec"]
+    assert service["selector"] == replicated["selector"]["matchLabels"]
 
     node = docs[("DaemonSet", "railyard-node")]["spec"]["template"]["spec"]
     assert node["initContainers"][0]["command"] == ["/opt/railyard/install-to-host.sh"]

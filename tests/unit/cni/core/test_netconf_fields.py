@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Netconf values the kernel must never see: huge rates, values with a newline.
 
-Through the plugins' own ``load_conf`` (sriov, ib-sriov), every way the value
+Through the plugins' own ``parse_conf`` (sriov, ib-sriov), every way the value
 can arrive; each refusal is code 7 naming the field and the allowed range or
 form.
 """
@@ -16,8 +16,8 @@ import pytest
 from cni import netconf_fields as fields
 from cni.args import parse_cni_args
 from cni.errors import INVALID_CONFIG, CniError
-from cni.plugins.ib_sriov.config import load_conf as load_ib
-from cni.plugins.sriov.config import load_conf as load_sriov
+from cni.plugins.ib_sriov.config import parse_conf as load_ib
+from cni.plugins.sriov.config import parse_conf as load_sriov
 
 MAC = "02:00:00:00:00:01"
 GUID = "02:00:00:00:00:00:00:01"
