@@ -7,13 +7,12 @@ launchers, manifest), never into /opt or /usr/local.
 
 from __future__ import annotations
 
-from typing import Any
-
 import hashlib
 import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
