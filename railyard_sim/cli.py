@@ -6,6 +6,8 @@
     railyard-sim show NAME
     railyard-sim unpod NAME
     railyard-sim down
+    railyard-sim exporter [--listen 127.0.0.1:9435]   # railyard-exporter on the lab
+    railyard-sim counters bump NAME net1 out_of_sequence [--by 5]
     railyard-sim demo          # all of the above with an 8-NIC pod
 
 Run as root in the netns where runtimes run plugins (the root netns). Progress
@@ -130,6 +132,10 @@ def do_show(lab_dir: Path, name: str) -> None:
         raise Failed(str(exc)) from exc
     text, ok = pods.show(lab, pod)
     click.echo(text, nl=False)
+    from railyard_sim.counters import pod_counters_text
+
+    click.echo("")
+    click.echo(pod_counters_text(lab, pods.POD_NAMESPACE, pod.name), nl=False)
     if not ok:
         raise Failed(f"show {name}: a NIC cannot reach its gateway")
 
@@ -372,3 +378,44 @@ def demo(
 
 if __name__ == "__main__":
     main()
+
+
+@main.command()
+@lab_option
+@click.option("--listen", default="127.0.0.1:9435", show_default=True)
+def exporter(lab_dir: Path, listen: str) -> None:
+    """Serve railyard-exporter on the lab: the production collector with the
+    lab's fake sysfs and simulated netdev counters injected."""
+    from cni.exporter.cli import run, setup_logging
+    from railyard_sim.counters import sim_collector
+
+    setup_logging("INFO")
+    run(sim_collector(_load(lab_dir)), listen)
+
+
+@main.group()
+def counters() -> None:
+    """The simulated RDMA counters of a pod's NICs."""
+
+
+@counters.command("bump")
+@lab_option
+@click.argument("name")
+@click.argument("ifname")
+@click.argument("counter")
+@click.option("--by", default=1, show_default=True, type=int)
+def counters_bump(lab_dir: Path, name: str, ifname: str, counter: str, by: int) -> None:
+    """Add to COUNTER of pod NAME's NIC IFNAME: an RDMA hw counter (e.g.
+    out_of_sequence) or an ethtool statistic (e.g. rx_prio3_discards)."""
+    from railyard_sim.counters import bump
+
+    lab = _load(lab_dir)
+    try:
+        pod = pods.load(lab, name)
+    except LabError as exc:
+        raise Failed(str(exc)) from exc
+    nic = next((n for n in pod.nics if n.ifname == ifname), None)
+    if nic is None:
+        raise Failed(f"pod {name} has no NIC {ifname}")
+    value = bump(lab, nic.pci, pod.netns_path, ifname, counter, by)
+    click.echo(f"{name} {ifname} {counter} = {value}")

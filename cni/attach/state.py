@@ -33,6 +33,9 @@ class VfState:
     netns: str
     pci: str
     pf: str | None = None
+    # CNI_ARGS K8S_POD_NAMESPACE/K8S_POD_NAME: the RDMA exporter labels by them.
+    pod_namespace: str = ""
+    pod_name: str = ""
     vf_index: int | None = None
     dpdk: bool = False
     host_ifname: str | None = None
