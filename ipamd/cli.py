@@ -58,6 +58,11 @@ def main() -> None:
     show_default=True,
     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]),
 )
+@click.option(
+    "--metrics-listen",
+    default="",
+    help="HOST:PORT to serve Prometheus /metrics on (off by default).",
+)
 def serve(
     db_url: str,
     listen: str,
@@ -65,6 +70,7 @@ def serve(
     tls_key: Path | None,
     client_ca: Path | None,
     log_level: str,
+    metrics_listen: str,
 ) -> None:
     """Run the daemon until SIGTERM."""
     from ipamd.server import ConfigError
@@ -81,6 +87,7 @@ def serve(
         tls_cert=tls_cert,
         tls_key=tls_key,
         client_ca=client_ca,
+        metrics_listen=metrics_listen,
     )
     try:
         run(settings)

@@ -103,9 +103,15 @@ def log_ops(ops: Sequence[Op]) -> None:
 class Engine:
     """Owns the AllocState and the store; see the module docstring."""
 
-    def __init__(self, store: Store, max_batch: int = 1024) -> None:
+    def __init__(
+        self,
+        store: Store,
+        max_batch: int = 1024,
+        on_batch: Callable[[int], None] | None = None,
+    ) -> None:
         self._store = store
         self._max_batch = max_batch
+        self._on_batch = on_batch  # metrics: the size of each group commit
         self.state = self._load()
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread = threading.Thread(
@@ -164,6 +170,8 @@ class Engine:
                     stop = True
                     break
                 batch.append(item)
+            if self._on_batch is not None:
+                self._on_batch(len(batch))
             try:
                 self._process(batch)
             except Exception as exc:  # a bug must not kill the only writer

@@ -17,7 +17,7 @@ import stat
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 
@@ -26,6 +26,9 @@ from ipamd.engine import Engine
 from ipamd.servicer import IpamServicer
 from ipamd.settings import Settings
 from ipamd.store import Store
+
+if TYPE_CHECKING:
+    from ipamd.metrics import IpamdMetrics, MetricsEndpoint
 
 log = logging.getLogger(__name__)
 
@@ -109,9 +112,13 @@ class Daemon:
     address: str  # what clients dial: "unix:///path" or "host:port"
     socket: Path | None = None
     _loop: _LoopThread | None = field(default=None, repr=False)
+    metrics: MetricsEndpoint | None = None
 
     def stop(self, grace: float | None = 5.0) -> None:
         """Stop accepting, let in-flight RPCs finish within ``grace``, close."""
+        if self.metrics is not None:
+            self.metrics.stop()
+            self.metrics = None
         if self._loop is not None:
             self._loop.run(self.server.stop(grace), timeout=None)
             self._loop.close()
@@ -138,7 +145,16 @@ def open_store(db_url: str) -> Store:
 def build(settings: Settings, store: Store | None = None) -> Daemon:
     """Start an ipamd for ``settings`` (tests pass their own ``store``)."""
     store = store if store is not None else open_store(settings.db_url)
-    engine = Engine(store, max_batch=settings.max_batch)
+    metrics = None
+    if settings.metrics_listen:
+        from ipamd.metrics import IpamdMetrics
+
+        metrics = IpamdMetrics()
+    engine = Engine(
+        store,
+        max_batch=settings.max_batch,
+        on_batch=metrics.batch if metrics is not None else None,
+    )
     loop = _LoopThread()
     path = unix_path(settings.listen)
 
@@ -149,7 +165,7 @@ def build(settings: Settings, store: Store | None = None) -> Daemon:
         )
         # The generated gRPC module carries no annotations.
         pb_grpc.add_IpamServicer_to_server(  # type: ignore[no-untyped-call]
-            IpamServicer(engine), server
+            IpamServicer(engine, metrics), server
         )
         try:
             if path is not None:
@@ -178,6 +194,15 @@ def build(settings: Settings, store: Store | None = None) -> Daemon:
         loop.close()
         engine.stop()
         raise
+    endpoint = None
+    if metrics is not None:
+        try:
+            endpoint = _serve_metrics(settings.metrics_listen, metrics, engine, loop)
+        except BaseException:
+            loop.run(server.stop(None))
+            loop.close()
+            engine.stop()
+            raise
     log.info(
         "ipamd serving on %s (%s), %d pools, %d allocations",
         address,
@@ -185,7 +210,26 @@ def build(settings: Settings, store: Store | None = None) -> Daemon:
         len(engine.state.pools),
         len(engine.state.rows),
     )
-    return Daemon(server, engine, address, path, loop)
+    return Daemon(server, engine, address, path, loop, endpoint)
+
+
+def _serve_metrics(
+    listen: str, metrics: IpamdMetrics, engine: Engine, loop: _LoopThread
+) -> MetricsEndpoint:
+    """Pool gauges read on the writer (like any RPC) through the server's loop."""
+    from ipamd.metrics import IpamdMetrics, MetricsEndpoint
+
+    def job(st: Any) -> tuple[Any, tuple[()]]:
+        return [(u.pool.name, u.pool.version, u) for u in st.list_usage()], ()
+
+    async def read() -> Any:
+        return await engine.submit_async(job)
+
+    metrics.watch_pools(lambda: loop.run(read(), timeout=5.0))
+    try:
+        return MetricsEndpoint(listen, metrics.registry)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def serve(settings: Settings) -> None:

@@ -24,3 +24,4 @@ class Settings:
     max_concurrent_rpcs: int = 1024
     max_batch: int = 1024  # requests per group commit
     grace: float = 5.0  # seconds for in-flight RPCs at shutdown
+    metrics_listen: str = ""  # "host:port" of /metrics; "" = no metrics
