@@ -10,20 +10,17 @@ import threading
 from pathlib import Path
 
 import click
-from prometheus_client import CollectorRegistry
 
 from cni.exporter.collector import RdmaCollector, node_name
-from cni.exporter.server import DEFAULT_LISTEN, build_collector, register, serve
+from cni.exporter.server import DEFAULT_LISTEN, build_collector, serve
 
 DEFAULT_STATE_DIR = Path("/var/lib/cni/railyard")
 
 
 def run(collector: RdmaCollector, listen: str) -> None:
     """Serve ``collector`` on ``listen`` until SIGTERM/SIGINT."""
-    registry = CollectorRegistry()
-    register(registry, collector)
     try:
-        server = serve(listen, registry)
+        server = serve(listen, collector.render)
     except (OSError, ValueError) as exc:
         raise click.ClickException(f"cannot listen on {listen}: {exc}") from None
     done = threading.Event()

@@ -90,22 +90,103 @@ def host_devices(sysfs: Sysfs) -> list[Device]:
     return out
 
 
-class _Families:
-    """The families of one scrape, created on first use."""
+def _escape(value: str) -> str:
+    """A label value as the text exposition format quotes it."""
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
-    def __init__(self) -> None:
-        self.by_name: dict[str, CounterMetricFamily] = {}
+
+def _label_text(label_names: Sequence[str], values: Sequence[str]) -> str:
+    return ",".join(
+        f'{n}="{_escape(v)}"' for n, v in zip(label_names, values, strict=True)
+    )
+
+
+@dataclass(slots=True)
+class DeviceLabels:
+    """One device's label values, and the same rendered once per scrape (the
+    text of ~45 series per device is built from it, not label by label)."""
+
+    values: tuple[str, ...]  # names.DEVICE_LABELS order
+    text: str
+    tos_text: str
+
+    @classmethod
+    def of(cls, values: tuple[str, ...]) -> DeviceLabels:
+        tos = values[: len(names.TOS_LABELS)]
+        return cls(
+            values,
+            _label_text(names.DEVICE_LABELS, values),
+            _label_text(names.TOS_LABELS, tos),
+        )
+
+
+#: The three label sets a family can have.
+DEVICE, PRIORITY, TOS = "device", "priority", "tos"
+
+
+@dataclass(slots=True)
+class Family:
+    """One counter family of a scrape: rows of (device, priority, value)."""
+
+    name: str  # without _total
+    kind: str
+    rows: list[tuple[DeviceLabels, str, float]]
+
+    @property
+    def help(self) -> str:
+        return _HELP.get(self.name, f"{self.name} as the device reports it")
+
+    def label_names(self) -> tuple[str, ...]:
+        if self.kind == TOS:
+            return names.TOS_LABELS
+        return names.PRIORITY_LABELS if self.kind == PRIORITY else names.DEVICE_LABELS
+
+    def to_metric(self) -> CounterMetricFamily:
+        """The family as prometheus_client objects (the registry path)."""
+        family = CounterMetricFamily(self.name, self.help, labels=self.label_names())
+        for dev, prio, value in self.rows:
+            if self.kind == TOS:
+                family.add_metric(dev.values[: len(names.TOS_LABELS)], value)
+            elif self.kind == PRIORITY:
+                family.add_metric((*dev.values, prio), value)
+            else:
+                family.add_metric(dev.values, value)
+        return family
+
+    def render(self, out: list[str]) -> None:
+        """The family in the text exposition format (version 0.0.4)."""
+        total = f"{self.name}_total"
+        out.append(f"# HELP {total} {self.help}\n# TYPE {total} counter\n")
+        for dev, prio, value in self.rows:
+            if self.kind == TOS:
+                labels = dev.tos_text
+            elif self.kind == PRIORITY:
+                labels = f'{dev.text},priority="{prio}"'
+            else:
+                labels = dev.text
+            out.append(f"{total}{{{labels}}} {_number(value)}\n")
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+@dataclass(slots=True)
+class Scrape:
+    """Everything one collection found."""
+
+    families: dict[str, Family]
+    devices: int
+    seconds: float
+    read_errors: dict[str, int]
 
     def add(
-        self, name: str, labels: Sequence[str], values: Sequence[str], value: float
+        self, name: str, kind: str, dev: DeviceLabels, value: float, prio: str = ""
     ) -> None:
-        family = self.by_name.get(name)
+        family = self.families.get(name)
         if family is None:
-            family = CounterMetricFamily(
-                name, _HELP.get(name, f"{name} as the device reports it"), labels=labels
-            )
-            self.by_name[name] = family
-        family.add_metric(values, value)
+            family = self.families[name] = Family(name, kind, [])
+        family.rows.append((dev, prio, value))
 
 
 _HELP = {
@@ -113,6 +194,11 @@ _HELP = {
     "(a counter with _total, as Spiderpool's dashboards query it)",
     names.metric_name(names.TOS): "traffic class of a root RDMA device "
     "(a counter with _total, as Spiderpool's dashboards query it)",
+}
+_SELF_HELP = {
+    names.SCRAPE_DURATION: "wall time of the last collection of RDMA counters",
+    names.DEVICES: "RDMA devices exported by the last collection",
+    names.READ_ERRORS: "devices whose counters could not be read, by source",
 }
 
 
@@ -147,12 +233,12 @@ class RdmaCollector(Collector):
             found.extend(host_devices(self.sysfs))
         return found
 
-    def collect(self) -> Iterator[Metric]:
+    def scrape(self) -> Scrape:
+        """Read every device once."""
         started = time.perf_counter()
         devices = self.devices()
         netdev_stats = self._netdev_stats(devices)
-        families = _Families()
-        exported = 0
+        scrape = Scrape({}, 0, 0.0, self.read_errors)
         for dev in devices:
             found = self.rdma.read(dev.pci, dev.rdma_hint)
             if found is None:
@@ -161,16 +247,56 @@ class RdmaCollector(Collector):
                     log.debug("no RDMA device for %s (%s)", dev.pci, dev.netdev)
                 continue
             rdma_name, stats = found
-            self._add_device(
-                families,
-                dev,
-                rdma_name,
-                stats,
-                netdev_stats.get((dev.netns, dev.netdev)),
+            netdev = netdev_stats.get((dev.netns, dev.netdev))
+            self._add_device(scrape, dev, rdma_name, stats, netdev)
+            scrape.devices += 1
+        scrape.seconds = time.perf_counter() - started
+        return scrape
+
+    def collect(self) -> Iterator[Metric]:
+        """The prometheus_client protocol: mount it on any registry."""
+        scrape = self.scrape()
+        for family in scrape.families.values():
+            yield family.to_metric()
+        yield GaugeMetricFamily(
+            names.SCRAPE_DURATION,
+            _SELF_HELP[names.SCRAPE_DURATION],
+            value=scrape.seconds,
+        )
+        yield GaugeMetricFamily(
+            names.DEVICES, _SELF_HELP[names.DEVICES], value=scrape.devices
+        )
+        errors = CounterMetricFamily(
+            names.READ_ERRORS, _SELF_HELP[names.READ_ERRORS], labels=["source"]
+        )
+        for source, count in sorted(scrape.read_errors.items()):
+            errors.add_metric([source], count)
+        yield errors
+
+    def render(self) -> bytes:
+        """One scrape in the text exposition format, built per device rather
+        than per label: the same series as ``collect`` at a third of the CPU
+        of prometheus_client's generic ``generate_latest``."""
+        scrape = self.scrape()
+        out: list[str] = []
+        for family in scrape.families.values():
+            family.render(out)
+        for name, value in (
+            (names.SCRAPE_DURATION, scrape.seconds),
+            (names.DEVICES, scrape.devices),
+        ):
+            out.append(
+                f"# HELP {name} {_SELF_HELP[name]}\n# TYPE {name} gauge\n"
+                f"{name} {_number(value)}\n"
             )
-            exported += 1
-        yield from families.by_name.values()
-        yield from self._self_metrics(exported, time.perf_counter() - started)
+        errors = f"{names.READ_ERRORS}_total"
+        out.append(
+            f"# HELP {errors} {_SELF_HELP[names.READ_ERRORS]}\n"
+            f"# TYPE {errors} counter\n"
+        )
+        for source, count in sorted(scrape.read_errors.items()):
+            out.append(f'{errors}{{source="{source}"}} {count}\n')
+        return "".join(out).encode()
 
     def _netdev_stats(
         self, devices: Sequence[Device]
@@ -189,66 +315,41 @@ class RdmaCollector(Collector):
 
     def _add_device(
         self,
-        families: _Families,
+        scrape: Scrape,
         dev: Device,
         rdma_name: str,
         stats: RdmaStats,
         netdev: NetdevStats | None,
     ) -> None:
-        labels = names.DEVICE_LABELS
-        values = (
-            self.node,
-            rdma_name,
-            dev.netdev,
-            stats.node_guid,
-            stats.sys_image_guid,
-            "true" if stats.is_root else "false",
-            dev.parent,
-            dev.pod_namespace,
-            dev.pod_name,
-        )
-        for counter, value in stats.counters.items():
-            families.add(names.metric_name(counter), labels, values, value)
-        if stats.tos is not None:
-            families.add(
-                names.metric_name(names.TOS),
-                names.TOS_LABELS,
-                values[:3],
-                stats.tos,
+        labels = DeviceLabels.of(
+            (
+                self.node,
+                rdma_name,
+                dev.netdev,
+                stats.node_guid,
+                stats.sys_image_guid,
+                "true" if stats.is_root else "false",
+                dev.parent,
+                dev.pod_namespace,
+                dev.pod_name,
             )
+        )
+        metric_name = names.metric_name
+        for counter, value in stats.counters.items():
+            scrape.add(metric_name(counter), DEVICE, labels, value)
+        if stats.tos is not None:
+            scrape.add(metric_name(names.TOS), TOS, labels, stats.tos)
         if netdev is None:
             return
         for stat, value in netdev.stats.items():
-            prio = names.PRIORITY_STAT.match(stat)
-            if prio is not None:
-                direction, priority, kind = prio.groups()
-                families.add(
-                    names.metric_name(f"{direction}_{kind}"),
-                    names.PRIORITY_LABELS,
-                    (*values, priority),
-                    value,
-                )
-            elif "vport" in stat:
-                families.add(names.metric_name(stat), labels, values, value)
+            if "_prio" in stat:
+                prio = names.PRIORITY_STAT.match(stat)
+                if prio is not None:
+                    direction, priority, kind = prio.groups()
+                    name = metric_name(f"{direction}_{kind}")
+                    scrape.add(name, PRIORITY, labels, value, priority)
+                    continue
+            if "vport" in stat:
+                scrape.add(metric_name(stat), DEVICE, labels, value)
         if netdev.speed_mbps is not None:
-            families.add(
-                names.metric_name(names.SPEED), labels, values, netdev.speed_mbps
-            )
-
-    def _self_metrics(self, devices: int, seconds: float) -> Iterator[Metric]:
-        yield GaugeMetricFamily(
-            names.SCRAPE_DURATION,
-            "wall time of the last collection of RDMA counters",
-            value=seconds,
-        )
-        yield GaugeMetricFamily(
-            names.DEVICES, "RDMA devices exported by the last collection", value=devices
-        )
-        errors = CounterMetricFamily(
-            names.READ_ERRORS,
-            "devices whose counters could not be read, by source",
-            labels=["source"],
-        )
-        for source, count in sorted(self.read_errors.items()):
-            errors.add_metric([source], count)
-        yield errors
+            scrape.add(metric_name(names.SPEED), DEVICE, labels, netdev.speed_mbps)

@@ -13,6 +13,7 @@ Standard library only.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 PREFIX = "rdma_"
 
@@ -94,6 +95,7 @@ READ_ERRORS = "railyard_exporter_read_errors"  # a counter: ..._total
 _BAD = re.compile(r"[^a-zA-Z0-9_]")
 
 
+@lru_cache(maxsize=4096)
 def metric_name(counter: str) -> str:
     """``rdma_<counter>`` for a hw counter or ethtool stat, sanitised as
     Prometheus requires (a driver may report names with ``-`` or ``.``)."""

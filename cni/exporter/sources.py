@@ -16,6 +16,7 @@ Standard library only.
 from __future__ import annotations
 
 import logging
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -63,11 +64,27 @@ class NetdevStatsSource(Protocol):
         ...
 
 
-def _read_text(path: Path) -> str | None:
+def _read(path: str) -> str | None:
+    # os.open/os.read on str paths: a scrape reads ~30 small files per device,
+    # and pathlib's per-call overhead was a third of the exporter's CPU.
     try:
-        return path.read_text().strip()
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return None
+    try:
+        return os.read(fd, 4096).decode(errors="replace").strip()
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _subdirs(path: str) -> list[str]:
+    try:
+        with os.scandir(path) as it:
+            return sorted(e.name for e in it if e.is_dir())
+    except OSError:
+        return []
 
 
 class SysfsRdmaStats:
@@ -81,48 +98,44 @@ class SysfsRdmaStats:
 
     def __init__(self, root: Path | str = "/sys") -> None:
         self.root = Path(root)
+        self._devices = os.path.join(str(root), "bus", "pci", "devices")
 
-    def _device_dir(self, pci: str, hint: str) -> Path | None:
-        base = self.root / "bus" / "pci" / "devices" / pci / "infiniband"
-        if hint and (base / hint).is_dir():
-            return base / hint
-        try:
-            # A driver rebind may have renumbered it (mlx5_4 -> mlx5_104).
-            entries = sorted(p for p in base.iterdir() if p.is_dir())
-        except OSError:
-            return None
-        return entries[0] if entries else None
+    def _device_dir(self, pci: str, hint: str) -> str | None:
+        base = os.path.join(self._devices, pci, "infiniband")
+        if hint and os.path.isdir(os.path.join(base, hint)):
+            return os.path.join(base, hint)
+        # A driver rebind may have renumbered it (mlx5_4 -> mlx5_104).
+        entries = _subdirs(base)
+        return os.path.join(base, entries[0]) if entries else None
 
     def read(self, pci: str, device: str) -> tuple[str, RdmaStats] | None:
         path = self._device_dir(pci, device)
         if path is None:
             return None
         counters: dict[str, int] = {}
-        try:
-            ports = sorted((path / "ports").iterdir())
-        except OSError:
-            ports = []
-        for port in ports:
+        ports = os.path.join(path, "ports")
+        for port in _subdirs(ports):
+            hw = os.path.join(ports, port, "hw_counters")
             try:
-                entries = list((port / "hw_counters").iterdir())
+                entries = os.listdir(hw)
             except OSError:
                 continue
-            for entry in entries:
-                if entry.name in NOT_COUNTERS:
+            for name in entries:
+                if name in NOT_COUNTERS:
                     continue
-                raw = _read_text(entry)
+                raw = _read(os.path.join(hw, name))
                 if raw is None or not raw.isdigit():
                     continue
-                counters[entry.name] = counters.get(entry.name, 0) + int(raw)
-        node = _read_text(path / "node_guid") or ""
-        image = _read_text(path / "sys_image_guid") or ""
+                counters[name] = counters.get(name, 0) + int(raw)
+        node = _read(os.path.join(path, "node_guid")) or ""
+        image = _read(os.path.join(path, "sys_image_guid")) or ""
         tos = None
         if node and node == image:
             # Spiderpool's tos.go: root devices only, 0 when not configured.
-            text = _read_text(path / "tc" / "1" / "traffic_class") or ""
+            text = _read(os.path.join(path, "tc", "1", "traffic_class")) or ""
             match = _TCLASS.search(text)
             tos = int(match.group(1)) if match else 0
-        return path.name, RdmaStats(node, image, counters, tos)
+        return os.path.basename(path), RdmaStats(node, image, counters, tos)
 
 
 def parse_speed(speed: int, speed_hi: int = 0) -> int | None:

@@ -8,7 +8,8 @@ import urllib.request
 from pathlib import Path
 from types import SimpleNamespace
 
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 from pyroute2.ethtool import ioctl as pyroute2_ethtool
 
 from cni.attach.commands import attach_spec
@@ -78,26 +79,64 @@ def test_pyroute2_ethtool_requests_are_the_uapi_numbers() -> None:
 
 
 class FakeHandle:
-    """An ethtool handle whose ioctls answer from a table."""
+    """An ethtool handle whose ioctls answer from a table, as pyroute2's
+    ``IoctlEthtool`` does: names through GSSET_INFO + GSTRINGS (counted),
+    values through GSTATS for the names in ``stat_names``."""
 
     def __init__(self, table: dict[str, list[tuple[str, int]]]) -> None:
         self.table = table
         self.ifname = ""
+        self.stat_names: list[str] | None = None
+        self.gstrings = 0
         self.closed = False
 
-    def change_ifname(self, name: str) -> None:
-        self.ifname = name
-
-    def get_statistics(self) -> list[tuple[str, int]]:
+    def _rows(self) -> list[tuple[str, int]]:
         if self.ifname not in self.table:
             raise pyroute2_ethtool.NoSuchDevice(self.ifname)
         return self.table[self.ifname]
+
+    def change_ifname(self, name: str) -> None:
+        self.ifname, self.stat_names = name, None
+
+    def get_stringset_length(self, set_id: int) -> int:
+        return len(self._rows())
+
+    def get_stringset(self, set_id: int) -> list[str]:
+        self.gstrings += 1
+        return [name for name, _ in self._rows()]
+
+    def get_statistics(self) -> list[tuple[str, int]]:
+        if not self.stat_names:
+            self.stat_names = self.get_stringset(pyroute2_ethtool.ETH_SS_STATS)
+        return list(zip(self.stat_names, (v for _, v in self._rows()), strict=True))
 
     def get_cmd(self) -> SimpleNamespace:
         return SimpleNamespace(speed=0x0D40, speed_hi=0x3)
 
     def close(self) -> None:
         self.closed = True
+
+
+def test_ethtool_names_are_fetched_again_only_when_their_count_changes() -> None:
+    table = {"net1": [("rx_vport_rdma_unicast_bytes", 5)]}
+    handles: list[FakeHandle] = []
+
+    def factory() -> FakeHandle:
+        handles.append(FakeHandle(table))
+        return handles[-1]
+
+    source = EthtoolStats(factory)
+    source.read(None, ["net1"])
+    table["net1"] = [("rx_vport_rdma_unicast_bytes", 9)]
+    assert source.read(None, ["net1"])["net1"].stats == {
+        "rx_vport_rdma_unicast_bytes": 9
+    }
+    table["net1"] = [("rx_vport_rdma_unicast_bytes", 10), ("tx_prio0_pause", 1)]
+    assert source.read(None, ["net1"])["net1"].stats == {
+        "rx_vport_rdma_unicast_bytes": 10,
+        "tx_prio0_pause": 1,
+    }
+    assert [h.gstrings for h in handles] == [1, 0, 1]
 
 
 def test_ethtool_reads_every_netdev_on_one_handle_and_closes_it() -> None:
@@ -122,14 +161,33 @@ def test_read_netdev_keeps_driver_names() -> None:
 def test_collector_mounts_on_any_registry_and_serves_metrics(tmp_path: Path) -> None:
     node = RdmaNode(tmp_path)
     node.pod_nic(node.pf(1), 0, "trainer-0")
+    collector = node.collector()
     registry = CollectorRegistry()
-    register(registry, node.collector())
-    server = serve("127.0.0.1:0", registry)
+    register(registry, collector)
+    via_registry = parse(generate_latest(registry).decode())
+    server = serve("127.0.0.1:0", collector.render)
     try:
         url = f"http://127.0.0.1:{server.port}/metrics"
         with urllib.request.urlopen(url, timeout=5) as reply:
-            text = reply.read().decode()
+            assert reply.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+            served = parse(reply.read().decode())
     finally:
         server.stop()
-    assert "rdma_out_of_sequence_total{" in text
-    assert 'pod_name="trainer-0"' in text
+    assert any(k[:2] == ("rdma_out_of_sequence_total", "trainer-0") for k in served)
+    # The direct rendering is the registry's exposition, series for series
+    # (but the scrape's own duration).
+    duration = "railyard_exporter_scrape_duration_seconds"
+    assert {k: v for k, v in served.items() if k[0] != duration} == {
+        k: v for k, v in via_registry.items() if k[0] != duration
+    }
+
+
+def parse(text: str) -> dict[tuple[str, str, str], float]:
+    """(sample name, pod, all labels) -> value, through prometheus_client's
+    own parser (so the rendered text must be valid exposition format)."""
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            key = (s.name, s.labels.get("pod_name", ""), str(sorted(s.labels.items())))
+            out[key] = s.value
+    return out
