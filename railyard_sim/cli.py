@@ -59,7 +59,13 @@ class Failed(click.ClickException):
 # ------------------------------------------------------------------- steps
 
 
-def do_up(lab_dir: Path, rails: int, ib_rails: int, vfs_per_pf: int) -> Lab:
+def do_up(
+    lab_dir: Path,
+    rails: int,
+    ib_rails: int,
+    vfs_per_pf: int,
+    metrics_listen: str = "",
+) -> Lab:
     started = time.monotonic()
     try:
         lab = Lab.up(
@@ -73,7 +79,7 @@ def do_up(lab_dir: Path, rails: int, ib_rails: int, vfs_per_pf: int) -> Lab:
         raise Failed(f"up: {exc}") from exc
     try:
         say("starting ipamd (SQLite in the lab)")
-        pid = daemon.start(lab.dir)
+        pid = daemon.start(lab.dir, metrics_listen=metrics_listen)
         say(f"ipamd pid {pid} on {daemon.socket_path(lab.dir)}; applying pools")
         daemon.apply_pools(lab.dir, lab.pools_file)
     except (daemon.DaemonError, OSError) as exc:
@@ -223,9 +229,14 @@ def main() -> None:
 @click.option("--rails", default=8, show_default=True, help="RoCE rails.")
 @click.option("--ib-rails", default=0, show_default=True, help="InfiniBand rails.")
 @click.option("--vfs-per-pf", default=2, show_default=True)
-def up(lab_dir: Path, rails: int, ib_rails: int, vfs_per_pf: int) -> None:
+@click.option(
+    "--ipamd-metrics", default="", help="HOST:PORT for ipamd's Prometheus /metrics."
+)
+def up(
+    lab_dir: Path, rails: int, ib_rails: int, vfs_per_pf: int, ipamd_metrics: str
+) -> None:
     """Build the lab, start ipamd and apply the lab's pools."""
-    do_up(lab_dir, rails, ib_rails, vfs_per_pf)
+    do_up(lab_dir, rails, ib_rails, vfs_per_pf, ipamd_metrics)
 
 
 pod_options: list[Callable[[F], F]] = [
@@ -376,10 +387,6 @@ def demo(
     click.echo(f"demo passed in {elapsed:.1f}s")
 
 
-if __name__ == "__main__":
-    main()
-
-
 @main.command()
 @lab_option
 @click.option("--listen", default="127.0.0.1:9435", show_default=True)
@@ -419,3 +426,7 @@ def counters_bump(lab_dir: Path, name: str, ifname: str, counter: str, by: int) 
         raise Failed(f"pod {name} has no NIC {ifname}")
     value = bump(lab, nic.pci, pod.netns_path, ifname, counter, by)
     click.echo(f"{name} {ifname} {counter} = {value}")
+
+
+if __name__ == "__main__":
+    main()
