@@ -5,7 +5,7 @@
 #   <cni-bin-dir>/{sriov,ib-sriov,rdma,railyard-ipam}
 #                                  tiny launchers: shebang = the venv's interpreter
 #                                  by absolute path, run isolated (-I)
-#   <bin-dir>/{ipamd,railyard-sim} symlinks to the venv's console scripts
+#   <bin-dir>/{ipamd,railyard-exporter,railyard-sim} symlinks to the venv's console scripts
 #   <prefix>/install-manifest.txt  everything the above created; uninstall.sh reads it
 #
 # Re-running is an upgrade. A file in the CNI bin dir (or bin dir) that an
@@ -20,8 +20,8 @@ usage: install.sh [options] [SOURCE]
   SOURCE               repo checkout to install (default: the repo holding this script)
   --prefix DIR         install root; the venv goes to DIR/venv (default /opt/railyard)
   --cni-bin-dir DIR    where runtimes look for CNI plugins (default /opt/cni/bin)
-  --bin-dir DIR        where ipamd and railyard-sim are linked (default /usr/local/bin;
-                       "none" to skip)
+  --bin-dir DIR        where ipamd, railyard-exporter and railyard-sim are linked
+                       (default /usr/local/bin; "none" to skip)
   --python PY          interpreter that creates the venv (default python3, >= 3.11)
   --force              replace files in the bin dirs that this installer did not create
 EOF
@@ -70,7 +70,7 @@ MANIFEST=$PREFIX/install-manifest.txt
 # CNI type name -> console script in pyproject.toml ([project.scripts]).
 CNI_PLUGINS=(sriov:railyard-sriov ib-sriov:railyard-ib-sriov rdma:railyard-rdma
              railyard-ipam:railyard-ipam)
-LINKED_SCRIPTS=(ipamd railyard-sim)
+LINKED_SCRIPTS=(ipamd railyard-exporter railyard-sim)
 MARK="railyard-cni launcher"
 
 # Directories this and earlier runs created (uninstall removes them when empty).
