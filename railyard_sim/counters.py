@@ -35,7 +35,7 @@ from typing import Any
 from cni.exporter import names
 from cni.exporter.collector import RdmaCollector
 from cni.exporter.server import build_collector
-from cni.exporter.sources import NetdevStats, NetdevStatsSource
+from cni.exporter.sources import NetdevStats, NetdevStatsSource, SysfsRdmaStats
 from cni.kernel import KernelError
 from cni.kernel.netns import in_netns
 from railyard_sim.lab import Lab
@@ -212,6 +212,9 @@ def sim_collector(lab: Lab) -> RdmaCollector:
         state_dir=lab.dir / "state",
         node=NODE_NAME,
         sysfs_root=lab.sys_root,
+        # The fake tree shows every device, wherever the recording seam says
+        # it is: no RDMA netlink (this kernel has none).
+        rdma=SysfsRdmaStats(lab.sys_root),
         netdev=SimNetdevStats(lab.dir, EthtoolStats()),
     )
 

@@ -240,7 +240,7 @@ class RdmaCollector(Collector):
         netdev_stats = self._netdev_stats(devices)
         scrape = Scrape({}, 0, 0.0, self.read_errors)
         for dev in devices:
-            found = self.rdma.read(dev.pci, dev.rdma_hint)
+            found = self.rdma.read(dev.pci, dev.rdma_hint, dev.netns)
             if found is None:
                 if dev.netns is not None:
                     self.read_errors["rdma"] += 1

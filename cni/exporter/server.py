@@ -46,10 +46,14 @@ def build_collector(
         from cni.exporter.ethtool import EthtoolStats
 
         netdev = EthtoolStats()
+    if rdma is None:
+        from cni.exporter.rdma_netlink import NetlinkRdmaStats
+
+        rdma = NetlinkRdmaStats(SysfsRdmaStats(sysfs_root))
     return RdmaCollector(
         state_dir=state_dir,
         sysfs=Sysfs(root=Path(sysfs_root)),
-        rdma=rdma if rdma is not None else SysfsRdmaStats(sysfs_root),
+        rdma=rdma,
         netdev=netdev,
         node=node,
     )

@@ -3,7 +3,9 @@
 
 - ``RdmaStatsSource``: an RDMA device's identity (node/system image GUID) and
   its hardware counters. ``SysfsRdmaStats`` reads them from sysfs
-  ``hw_counters`` (what ``rdma statistic`` shows, without its fork/exec).
+  ``hw_counters`` (what ``rdma statistic`` shows, without its fork/exec) where
+  the host's sysfs shows the device; ``cni.exporter.rdma_netlink`` reads a
+  pod's device in exclusive mode over nldev in the pod's netns.
 - ``NetdevStatsSource``: a netdev's ethtool statistics and link speed, read in
   the netns the netdev lives in (``cni.exporter.ethtool`` on a real node).
 
@@ -51,9 +53,12 @@ class NetdevStats:
 
 
 class RdmaStatsSource(Protocol):
-    def read(self, pci: str, device: str) -> tuple[str, RdmaStats] | None:
+    def read(
+        self, pci: str, device: str, netns: str | None = None
+    ) -> tuple[str, RdmaStats] | None:
         """(device name, stats) of the RDMA device of function ``pci``
-        (``device`` is the name ADD recorded, a hint); None when it has none."""
+        (``device`` is the name ADD recorded, a hint; ``netns`` where the
+        record says it is, None: the host's); None when it has none."""
         ...
 
 
@@ -108,7 +113,9 @@ class SysfsRdmaStats:
         entries = _subdirs(base)
         return os.path.join(base, entries[0]) if entries else None
 
-    def read(self, pci: str, device: str) -> tuple[str, RdmaStats] | None:
+    def read(
+        self, pci: str, device: str, netns: str | None = None
+    ) -> tuple[str, RdmaStats] | None:
         path = self._device_dir(pci, device)
         if path is None:
             return None
