@@ -106,6 +106,66 @@ def bench_scrape(runs: int, pods: int) -> None:
         print(f"  exporter RSS after the runs: {rss_mib():.1f} MiB")
 
 
+def _proc_cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _proc_rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def bench_process(runs: int, pods: int) -> None:
+    """The ``railyard-exporter`` command itself, scraped over HTTP: CPU of the
+    process per scrape (from /proc/<pid>/stat) and its RSS. Its netns paths
+    are plain files here, so the ethtool reads end at the netns check."""
+    import socket
+    import urllib.request
+
+    with tempfile.TemporaryDirectory(prefix="bench-exporter-") as tmp:
+        build(Path(tmp), pods)
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        exe = Path(sys.executable).parent / "railyard-exporter"
+        proc = subprocess.Popen(
+            [
+                str(exe),
+                "--listen",
+                f"127.0.0.1:{port}",
+                "--state-dir",
+                f"{tmp}/state",
+                "--sysfs-root",
+                f"{tmp}/sys",
+                "--log-level",
+                "WARNING",
+            ],
+        )
+        try:
+            url = f"http://127.0.0.1:{port}/metrics"
+            for _ in range(100):
+                try:
+                    urllib.request.urlopen(url, timeout=5).read()
+                    break
+                except OSError:
+                    time.sleep(0.1)
+            cpu0 = _proc_cpu_s(proc.pid)
+            for _ in range(runs):
+                urllib.request.urlopen(url, timeout=10).read()
+            per = (_proc_cpu_s(proc.pid) - cpu0) / runs * 1000
+            print(
+                f"railyard-exporter process over HTTP, {runs} scrapes: "
+                f"CPU {per:.1f} ms per scrape (clock ticks of 10 ms), "
+                f"RSS {_proc_rss_mib(proc.pid):.1f} MiB"
+            )
+        finally:
+            proc.terminate()
+            proc.wait(10)
+
+
 def bench_kernel(count: int) -> None:
     """Real ethtool ioctls on a veth in each of ``count`` namespaces."""
     from cni.exporter.ethtool import EthtoolStats
@@ -155,6 +215,7 @@ def main() -> None:
     )
     opts = ap.parse_args()
     bench_scrape(opts.runs, opts.pods)
+    bench_process(opts.runs, opts.pods)
     if opts.kernel:
         bench_kernel(opts.pods)
     print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
