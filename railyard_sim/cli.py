@@ -193,6 +193,9 @@ def do_down(lab_dir: Path) -> None:
             say(f"down: removing lab {lab.id}")
             lab.down()
         daemon.remove_files(lab_dir)
+        from railyard_sim.counters import remove_files as remove_counter_files
+
+        remove_counter_files(lab_dir)
         for sub in (pods.PODS, pods.RESULTS, "state", "cni-bin"):
             shutil.rmtree(lab_dir / sub, ignore_errors=True)
         try:

@@ -250,3 +250,9 @@ def pod_counters_text(lab: Lab, namespace: str, pod: str) -> str:
         for key in vport + rest:
             lines.append(f"  {key:<48} {series[key]:.0f}")
     return "\n".join(lines) + "\n"
+
+
+def remove_files(lab_dir: Path) -> None:
+    """Forget the bumps (``railyard-sim down``)."""
+    for name in (BUMPS, f".{BUMPS}.lock", f".{BUMPS}.tmp"):
+        (Path(lab_dir) / name).unlink(missing_ok=True)

@@ -288,3 +288,41 @@ def test_ipamd_pool_gauges_match_pool_list(node: dict[str, Any]) -> None:
         )
     ok = prom.query('sum(ipamd_allocations_total{result="ok"})')
     assert float(ok[0]["value"][1]) == 3
+
+
+def sim(*args: str) -> str:
+    proc = subprocess.run(
+        [sys.executable, "-m", "railyard_sim.cli", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_bumped_error_counters_reach_show_and_prometheus(
+    node: dict[str, Any],
+) -> None:
+    prom: Prom = node["prom"]
+    lab: Lab = node["lab"]
+    lab_opt = ("--lab", str(lab.dir))
+    sim("counters", "bump", *lab_opt, "trainer", "net1", "out_of_sequence", "--by", "5")
+    sim("counters", "bump", *lab_opt, "other", "net1", "rx_prio3_discards", "--by", "2")
+    shown = sim("show", *lab_opt, "trainer")
+    section = shown.split("# RDMA counters", 1)[1]
+    net1 = section.split("net1 (", 1)[1].split("net2 (", 1)[0]
+    assert "rdma_out_of_sequence_total" in net1 and " 5\n" in net1
+    assert "rdma_rx_vport_rdma_unicast_bytes_total" in net1
+    [oos] = prom.wait(
+        'rdma_out_of_sequence_total{pod_name="trainer", net_dev_name="net1"} == 5'
+    )
+    assert oos["metric"]["pod_namespace"] == pods.POD_NAMESPACE
+    [discards] = prom.wait(
+        'rdma_rx_discards_total{pod_name="other", priority="3"} == 2'
+    )
+    assert discards["metric"]["net_dev_name"] == "net1"
+    others = prom.query('rdma_out_of_sequence_total{pod_name!=""} > 0')
+    assert [(s["metric"]["pod_name"], s["metric"]["net_dev_name"]) for s in others] == [
+        ("trainer", "net1")
+    ]
