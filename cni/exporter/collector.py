@@ -3,13 +3,15 @@
 
 A custom prometheus_client collector: every scrape reads the pods' NICs from
 the attachment records and the host's PFs from sysfs, reads their counters
-through the two sources, and yields metric families built for that scrape.
+through the two sources, and yields metric families built for that scrape
+(``collect``, for any registry), or renders them straight to the text format
+(``render``, what ``railyard-exporter`` serves: per device, not per label).
 Nothing is registered per device, so devices that come and go cause no
 registry churn (Spiderpool re-registers its instruments when a new counter
 name shows up, and exports it one scrape late).
 
-Devices: every pod NIC whose record says ADD completed and whose netns still
-exists, plus each PF of the host (``is_root="true"``, no pod labels), the
+Devices: every pod NIC whose record has the VF in the pod and whose netns
+still exists, plus each PF of the host (``is_root="true"``, no pod labels), the
 series Spiderpool's cluster dashboard sums.
 
 Imports prometheus_client; never on a plugin's import path.
@@ -21,7 +23,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,7 +45,7 @@ log = logging.getLogger(__name__)
 NODE_NAME_ENV = "RAILYARD_NODE_NAME"
 
 
-def node_name(env: dict[str, str] | os._Environ[str] | None = None) -> str:
+def node_name(env: Mapping[str, str] | None = None) -> str:
     """RAILYARD_NODE_NAME (the DaemonSet sets it from spec.nodeName), else the
     hostname, as Spiderpool's ``node_name`` label."""
     env = os.environ if env is None else env
