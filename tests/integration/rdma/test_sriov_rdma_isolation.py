@@ -29,8 +29,9 @@ def h(tmp_path: Path) -> Iterator[Harness]:
 
 
 def run(h: Harness, command: str, conf: dict, netns: str) -> object:
-    fn = commands.cmd_add if command == "ADD" else commands.cmd_del
-    return fn(h.args(command, conf, netns), deps=h.deps(), ipam_factory=h.ipam_factory)
+    funcs = h.funcs(commands)
+    fn = funcs.add if command == "ADD" else funcs.del_
+    return fn(h.args(command, conf, netns))
 
 
 @pytest.mark.parametrize("key", ["rdmaIsolation", "enableRdma"])
@@ -73,6 +74,6 @@ def test_del_with_empty_netns_brings_the_rdma_device_home_from_the_live_pod(
     conf_gc = h.conf(cniVersion="1.1.0", rdmaIsolation=True)
     args = h.args("GC", conf_gc, "")
     args.valid_attachments = []
-    commands.cmd_gc(args, deps=h.deps(), ipam_factory=h.ipam_factory)
+    h.funcs(commands).gc(args)
     assert link(vf.netdev) is not None and link("net1") is None
     assert rdma_location(h.lab.dir, vf.rdma) is None

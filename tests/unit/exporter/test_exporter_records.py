@@ -44,7 +44,7 @@ def test_add_records_the_pod_from_cni_args_and_the_exporter_reads_it(
         netconf=conf,
         env={},
     )
-    spec = attach_spec("sriov", args, load_conf(conf, args.cni_args), PfSettings())
+    spec = attach_spec("sriov", args, load_conf(args), PfSettings())
     assert (spec.pod_namespace, spec.pod_name) == ("team-a", "trainer-0")
     st = VfState(
         container_id=spec.container_id,
