@@ -100,7 +100,7 @@ def test_install_reinstall_and_uninstall_touch_only_what_install_made(
         # runtime's env can't steer it and the shim imports the stdlib only.
         assert launcher[0] == f"#!{python} -IS"
         assert f'railyard-cni launcher for CNI type "{name}"' in launcher[1]
-    for tool in ("ipamd", "railyard-agent"):
+    for tool in ("ipamd", "railyard-agent", "railyard-exporter"):
         assert os.readlink(bin_dir / tool) == str(prefix / "venv" / "bin" / tool)
     assert os.readlink(bin_dir / "railyard") == str(
         prefix / "venv" / "bin" / "railyard"
@@ -281,19 +281,68 @@ def test_systemd_unit_runs_ipamd_on_the_node_socket() -> None:
 @pytest.mark.skipif(
     shutil.which("systemd-analyze") is None, reason="no systemd-analyze"
 )
-def test_systemd_unit_passes_systemd_analyze_verify(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("unit_name", "binary"),
+    [
+        ("railyard-ipamd.service", "/opt/railyard/venv/bin/ipamd"),
+        ("railyard-agent.service", "/opt/railyard/venv/bin/railyard-agent"),
+        ("railyard-exporter.service", "/opt/railyard/venv/bin/railyard-exporter"),
+    ],
+)
+def test_systemd_unit_passes_systemd_analyze_verify(
+    tmp_path: Path, unit_name: str, binary: str
+) -> None:
     # verify insists the ExecStart binary exists: point it at a stand-in.
-    for name in ("ipamd", "railyard-agent"):
-        fake = tmp_path / name
-        fake.write_text("#!/bin/sh\n")
-        fake.chmod(0o755)
-        unit = (
-            PACKAGING / "systemd" / f"railyard-{name.removeprefix('railyard-')}.service"
-        ).read_text()
-        copy = tmp_path / f"railyard-{name.removeprefix('railyard-')}.service"
-        copy.write_text(unit.replace(f"/opt/railyard/venv/bin/{name}", str(fake)))
-        proc = subprocess.run(
-            ["systemd-analyze", "verify", str(copy)], capture_output=True, text=True
-        )
-        assert proc.returncode == 0, proc.stderr
-        assert proc.stderr.strip() == "", proc.stderr
+    fake = tmp_path / Path(binary).name
+    fake.write_text("#!/bin/sh\n")
+    fake.chmod(0o755)
+    unit = (PACKAGING / "systemd" / unit_name).read_text()
+    copy = tmp_path / unit_name
+    copy.write_text(unit.replace(binary, str(fake)))
+    proc = subprocess.run(
+        ["systemd-analyze", "verify", str(copy)], capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.strip() == "", proc.stderr
+
+
+def test_metrics_ports_are_exposed_and_annotated() -> None:
+    yaml = pytest.importorskip("yaml")
+    docs = {
+        (d["kind"], d["metadata"]["name"]): d
+        for path in sorted((PACKAGING / "k8s").glob("*.yaml"))
+        for d in yaml.safe_load_all(path.read_text())
+    }
+    pods = {
+        "railyard-node": docs[("DaemonSet", "railyard-node")],
+        "railyard-ipamd": docs[("Deployment", "railyard-ipamd")],
+    }
+    ports = {}  # (workload, port name) -> number
+    for workload, doc in pods.items():
+        for container in doc["spec"]["template"]["spec"]["containers"]:
+            for port in container.get("ports", []):
+                ports[(workload, port["name"])] = port["containerPort"]
+            listen = [a for a in container.get("args", []) if "listen=0.0.0.0:" in a]
+            for arg in listen:
+                if "metrics" in arg:
+                    number = int(arg.rsplit(":", 1)[1])
+                    assert number in {p["containerPort"] for p in container["ports"]}
+    assert ports[("railyard-node", "rdma-metrics")] == 9435
+    assert ports[("railyard-node", "ipamd-metrics")] == 9436
+    assert ports[("railyard-ipamd", "ipamd-metrics")] == 9436
+    annotated = [
+        d
+        for (kind, _), d in docs.items()
+        if kind == "Service"
+        and d["metadata"].get("annotations", {}).get("prometheus.io/scrape") == "true"
+    ]
+    assert len(annotated) == 3
+    for svc in annotated:
+        port = int(svc["metadata"]["annotations"]["prometheus.io/port"])
+        assert port in {p["port"] for p in svc["spec"]["ports"]}, svc["metadata"]
+    monitor = docs[("PodMonitor", "railyard")]["spec"]["podMetricsEndpoints"]
+    assert {e["port"] for e in monitor} == {"rdma-metrics", "ipamd-metrics"}
+    exporter = (PACKAGING / "systemd" / "railyard-exporter.service").read_text()
+    assert "--listen 0.0.0.0:9435" in exporter
+    ipamd = (PACKAGING / "systemd" / "railyard-ipamd.service").read_text()
+    assert "--metrics-listen 0.0.0.0:9436" in ipamd

@@ -84,6 +84,11 @@ def main() -> None:
     default="",
     help="host:port of an HTTP probe endpoint (/readyz: 200 when active).",
 )
+@click.option(
+    "--metrics-listen",
+    default="",
+    help="HOST:PORT to serve Prometheus /metrics on (off by default).",
+)
 def serve(
     db_url: str,
     listen: str,
@@ -93,6 +98,7 @@ def serve(
     log_level: str,
     lease_ttl: float,
     health_listen: str,
+    metrics_listen: str,
 ) -> None:
     """Run the daemon until SIGTERM."""
     from ipamd.server import ConfigError
@@ -111,6 +117,7 @@ def serve(
         client_ca=client_ca,
         lease_ttl=lease_ttl,
         health_listen=health_listen,
+        metrics_listen=metrics_listen,
     )
     try:
         run(settings)

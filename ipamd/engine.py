@@ -129,6 +129,7 @@ class Engine:
         holder: str = "ipamd",
         max_batch: int = 1024,
         lease_ttl: float = 1.0,
+        on_batch: Callable[[int], None] | None = None,
     ) -> None:
         self._store = store
         self.holder = holder
@@ -140,6 +141,7 @@ class Engine:
         self.commits = 0
         self.takeover_seconds = 0.0  # how long the last state rebuild took
         self._renewed_at = 0.0  # monotonic time of our last proof of the lease
+        self._on_batch = on_batch  # metrics: the size of each group commit
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         # The first attempt runs before serving: a lone replica (the embedded
         # SQLite default) is active when ``build`` returns.
@@ -235,6 +237,8 @@ class Engine:
             if self.role is not Role.ACTIVE:
                 self._settle(batch, [(False, self.unavailable())] * len(batch))
             else:
+                if self._on_batch is not None:
+                    self._on_batch(len(batch))
                 try:
                     self._process(batch)
                 except Exception as exc:  # a bug must not kill the only writer

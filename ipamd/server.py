@@ -23,7 +23,7 @@ import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 
@@ -31,6 +31,9 @@ from ipamd.engine import Engine
 from ipamd.servicer import IpamServicer, add_to_server
 from ipamd.settings import Settings
 from ipamd.store import Store, StoreError
+
+if TYPE_CHECKING:
+    from ipamd.metrics import IpamdMetrics, MetricsEndpoint
 
 log = logging.getLogger(__name__)
 
@@ -155,9 +158,13 @@ class Daemon:
     socket: Path | None = None
     _loop: _LoopThread | None = field(default=None, repr=False)
     health: _HealthServer | None = field(default=None, repr=False)
+    metrics: MetricsEndpoint | None = field(default=None, repr=False)
 
     def stop(self, grace: float | None = 5.0) -> None:
         """Stop accepting, let in-flight RPCs finish within ``grace``, close."""
+        if self.metrics is not None:
+            self.metrics.stop()
+            self.metrics = None
         if self._loop is not None:
             self._loop.run(self.server.stop(grace), timeout=None)
             self._loop.close()
@@ -195,11 +202,17 @@ def default_holder() -> str:
 def build(settings: Settings, store: Store | None = None) -> Daemon:
     """Start an ipamd for ``settings`` (tests pass their own ``store``)."""
     store = store if store is not None else open_store(settings.db_url)
+    metrics = None
+    if settings.metrics_listen:
+        from ipamd.metrics import IpamdMetrics
+
+        metrics = IpamdMetrics()
     engine = Engine(
         store,
         holder=settings.holder or default_holder(),
         max_batch=settings.max_batch,
         lease_ttl=settings.lease_ttl,
+        on_batch=metrics.batch if metrics is not None else None,
     )
     loop = _LoopThread()
     path = unix_path(settings.listen)
@@ -209,7 +222,7 @@ def build(settings: Settings, store: Store | None = None) -> Daemon:
             options=[("grpc.so_reuseport", 0)],
             maximum_concurrent_rpcs=settings.max_concurrent_rpcs,
         )
-        add_to_server(IpamServicer(engine), server)
+        add_to_server(IpamServicer(engine, metrics), server)
         try:
             if path is not None:
                 _prepare_socket_dir(path)
@@ -240,6 +253,17 @@ def build(settings: Settings, store: Store | None = None) -> Daemon:
         loop.close()
         engine.stop()
         raise
+    endpoint = None
+    if metrics is not None:
+        try:
+            endpoint = _serve_metrics(settings.metrics_listen, metrics, engine, loop)
+        except BaseException:
+            loop.run(server.stop(None))
+            loop.close()
+            if health is not None:
+                health.close()
+            engine.stop()
+            raise
     log.info(
         "ipamd %s serving on %s (%s) as the %s replica, database %s%s",
         engine.holder,
@@ -249,7 +273,27 @@ def build(settings: Settings, store: Store | None = None) -> Daemon:
         engine.database,
         f", health on http://{health.address}" if health else "",
     )
-    return Daemon(server, engine, address, path, loop, health)
+    return Daemon(server, engine, address, path, loop, health, endpoint)
+
+
+def _serve_metrics(
+    listen: str, metrics: IpamdMetrics, engine: Engine, loop: _LoopThread
+) -> MetricsEndpoint:
+    """Pool gauges read on the writer (like any RPC) through the server's loop."""
+    from ipamd.metrics import MetricsEndpoint
+    from ipamd.pool_admin import list_usage
+
+    def job(st: Any) -> tuple[Any, tuple[()]]:
+        return [(u.pool.name, u.pool.version, u) for u in list_usage(st)], ()
+
+    async def read() -> Any:
+        return await engine.submit_async(job)
+
+    metrics.watch_pools(lambda: loop.run(read(), timeout=5.0))
+    try:
+        return MetricsEndpoint(listen, metrics.registry)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def serve(settings: Settings) -> None:

@@ -16,8 +16,9 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import grpc
 
@@ -46,6 +47,9 @@ from ipamd.pools import (
     reserved_from_spec,
     shown,
 )
+
+if TYPE_CHECKING:
+    from ipamd.metrics import IpamdMetrics
 
 log = logging.getLogger(__name__)
 
@@ -130,6 +134,7 @@ def _rpc(method: F) -> F:
                 f"malformed {method.__name__} request: {request.reason}",
             )
         if not compatible(request.client_version):
+            self._failed(method.__name__, request, grpc.StatusCode.FAILED_PRECONDITION)
             await context.abort(
                 grpc.StatusCode.FAILED_PRECONDITION,
                 f"client API version {request.client_version!r} is not compatible "
@@ -143,9 +148,12 @@ def _rpc(method: F) -> F:
             for kind, code in _CODES:
                 if isinstance(exc, kind):
                     log.warning("%s refused: %s", method.__name__, reason)
+                    self._failed(method.__name__, request, code)
                     await context.abort(code, reason)
+            self._failed(method.__name__, request, grpc.StatusCode.UNKNOWN)
             raise
         except TimeoutError:
+            self._failed(method.__name__, request, grpc.StatusCode.UNAVAILABLE)
             await context.abort(
                 grpc.StatusCode.UNAVAILABLE, "ipamd writer is overloaded"
             )
@@ -261,8 +269,19 @@ def lease_to_pb(lease: Lease) -> pb.Allocation:
 
 
 class IpamServicer(pb_grpc.IpamServicer):
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, metrics: IpamdMetrics | None = None) -> None:
         self._engine = engine
+        self._metrics = metrics
+
+    def _failed(self, method: str, request: Any, code: grpc.StatusCode) -> None:
+        if self._metrics is None:
+            return
+        self._metrics.rpc_error(method, code.name)
+        if method == "Allocate":
+            pools = [*request.ipv4_pools, *request.ipv6_pools]
+            self._metrics.allocation_failed(pools, code.name)
+        elif method == "Release":
+            self._metrics.release_failed(code.name)
 
     async def _call(
         self, job: Callable[[AllocState], tuple[Any, Sequence[Any]]]
@@ -289,7 +308,11 @@ class IpamServicer(pb_grpc.IpamServicer):
             requested_ips=tuple(request.requested_ips),
             sticky=request.sticky,
         )
+        started = time.perf_counter()
         leases = await self._call(lambda st: st.allocate(req))
+        if self._metrics is not None:
+            pools = [lease.pool.name for lease in leases]
+            self._metrics.allocated(pools, time.perf_counter() - started)
         return lease_reply(leases)
 
     @_rpc
@@ -301,6 +324,8 @@ class IpamServicer(pb_grpc.IpamServicer):
         rows = await self._call(
             lambda st: st.release(request.network, request.container_id, request.ifname)
         )
+        if self._metrics is not None:
+            self._metrics.released([row.pool for row in rows])
         return pb.ReleaseReply(released=len(rows))
 
     @_rpc
@@ -325,6 +350,8 @@ class IpamServicer(pb_grpc.IpamServicer):
     ) -> pb.GarbageCollectReply:
         valid = [(a.container_id, a.ifname) for a in request.valid]
         rows = await self._call(lambda st: st.gc(request.network, valid))
+        if self._metrics is not None:
+            self._metrics.gc_released(len(rows))
         attachments = {(r.container_id, r.ifname) for r in rows}
         return pb.GarbageCollectReply(
             released_attachments=len(attachments), released_addresses=len(rows)

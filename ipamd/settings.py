@@ -25,6 +25,7 @@ class Settings:
     max_concurrent_rpcs: int = 1024
     max_batch: int = 1024  # requests per group commit
     grace: float = 5.0  # seconds for in-flight RPCs at shutdown
+    metrics_listen: str = ""  # "host:port" of /metrics; "" = no metrics
     # Replicas: the writer lease lasts this long unless renewed. A standby
     # takes over at most about this long after the active died or hung.
     lease_ttl: float = 1.0

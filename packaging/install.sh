@@ -6,7 +6,7 @@
 #                                  stdlib-only shims (cni/agent/shim.py), run with
 #                                  -IS by the venv's interpreter: they forward to
 #                                  railyard-agent, or run the plugin directly
-#   <bin-dir>/{ipamd,railyard,railyard-agent}
+#   <bin-dir>/{ipamd,railyard,railyard-agent,railyard-exporter}
 #                                  symlinks to the venv's console scripts (and
 #                                  railyard-sim with --with-sim)
 #   <prefix>/install-manifest.txt  everything the above created; uninstall.sh reads it
@@ -23,7 +23,7 @@ usage: install.sh [options] [SOURCE]
   SOURCE               repo checkout to install (default: the repo holding this script)
   --prefix DIR         install root; the venv goes to DIR/venv (default /opt/railyard)
   --cni-bin-dir DIR    where runtimes look for CNI plugins (default /opt/cni/bin)
-  --bin-dir DIR        where ipamd, railyard, railyard-agent (and railyard-sim) are linked (default /usr/local/bin;
+  --bin-dir DIR        where ipamd, railyard, railyard-agent, railyard-exporter (and railyard-sim) are linked (default /usr/local/bin;
                        "none" to skip)
   --with-sim           also install the simulated host (the railyard-sim distribution
                        in sim/, the "sim" extra): for CI, demos and benchmarks, never
@@ -86,7 +86,7 @@ MANIFEST=$PREFIX/install-manifest.txt
 # CNI type name -> console script in pyproject.toml ([project.scripts]).
 CNI_PLUGINS=(sriov:railyard-sriov ib-sriov:railyard-ib-sriov rdma:railyard-rdma
              railyard-ipam:railyard-ipam)
-LINKED_SCRIPTS=(ipamd railyard railyard-agent)
+LINKED_SCRIPTS=(ipamd railyard railyard-agent railyard-exporter)
 [ "$WITH_SIM" = 1 ] && LINKED_SCRIPTS+=(railyard-sim)
 MARK="railyard-cni launcher"
 

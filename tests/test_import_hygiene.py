@@ -283,7 +283,7 @@ def test_plugin_del_never_loads_the_daemons_database_or_cli(tmp_path, module):
     }
     _, tops, stdout, modules = _run(tmp_path, module, "main", env, json.dumps(conf))
     assert not stdout or json.loads(stdout)  # at most one JSON document
-    assert {"sqlalchemy", "click"} & tops == set()
+    assert {"sqlalchemy", "click", "prometheus_client"} & tops == set()
     daemon_side = [
         m for m in modules if m.startswith("ipamd.store") or m == "ipamd.cli"
     ]

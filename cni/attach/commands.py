@@ -85,6 +85,8 @@ def attach_spec(
             default_route_nic=conf.pod_default_route_nic,
         ),
         rdma_isolation=conf.rdma_isolation,
+        pod_namespace=args.cni_args.k8s_pod_namespace,
+        pod_name=args.cni_args.k8s_pod_name,
     )
 
 

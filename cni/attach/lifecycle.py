@@ -118,6 +118,8 @@ class AttachSpec:
     detection: DetectionPolicy = field(default_factory=DetectionPolicy)
     routing: RoutingPolicy = field(default_factory=RoutingPolicy)
     rdma_isolation: bool = False
+    pod_namespace: str = ""  # CNI_ARGS, recorded for the RDMA exporter
+    pod_name: str = ""
 
 
 @dataclass(slots=True)
@@ -200,6 +202,8 @@ def attach(
             netns=spec.netns,
             pci=spec.pci,
             pf=dev.pf,
+            pod_namespace=spec.pod_namespace,
+            pod_name=spec.pod_name,
             vf_index=dev.vf_index,
             dpdk=dev.dpdk,
             host_ifname=dev.netdev,

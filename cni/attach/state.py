@@ -54,6 +54,9 @@ class VfState:
     netns: str
     pci: str
     pf: str | None = None
+    # CNI_ARGS K8S_POD_NAMESPACE/K8S_POD_NAME: the RDMA exporter labels by them.
+    pod_namespace: str = ""
+    pod_name: str = ""
     vf_index: int | None = None
     dpdk: bool = False
     host_ifname: str | None = None
@@ -84,6 +87,11 @@ class VfState:
         out["routes"] = [asdict(r) for r in self.routes]
         out["rules"] = [asdict(r) for r in self.rules]
         out["saved_main_defaults"] = [asdict(r) for r in self.saved_main_defaults]
+        # Outside Kubernetes there is no pod to name: such a record keeps the
+        # shape earlier releases wrote (and read back).
+        for key in ("pod_namespace", "pod_name"):
+            if not out[key]:
+                del out[key]
         return out
 
     @classmethod

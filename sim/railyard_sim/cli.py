@@ -6,6 +6,8 @@
     railyard-sim show NAME
     railyard-sim unpod NAME
     railyard-sim down
+    railyard-sim exporter [--listen 127.0.0.1:9435]   # railyard-exporter on the lab
+    railyard-sim counters bump NAME net1 out_of_sequence [--by 5]
     railyard-sim demo          # all of the above with an 8-NIC pod
 
 Run as root in the netns where runtimes run plugins (the root netns). Progress
@@ -58,7 +60,12 @@ class Failed(click.ClickException):
 
 
 def do_up(
-    lab_dir: Path, rails: int, ib_rails: int, vfs_per_pf: int, warm: bool = True
+    lab_dir: Path,
+    rails: int,
+    ib_rails: int,
+    vfs_per_pf: int,
+    metrics_listen: str = "",
+    warm: bool = True,
 ) -> Lab:
     started = time.monotonic()
     try:
@@ -73,7 +80,7 @@ def do_up(
         raise Failed(f"up: {exc}") from exc
     try:
         say("starting ipamd (SQLite in the lab)")
-        pid = daemon.start(lab.dir)
+        pid = daemon.start(lab.dir, metrics_listen=metrics_listen)
         say(f"ipamd pid {pid} on {daemon.socket_path(lab.dir)}; applying pools")
         daemon.apply_pools(lab.dir, lab.pools_file)
         if warm:
@@ -151,6 +158,10 @@ def do_show(lab_dir: Path, name: str) -> None:
         raise Failed(str(exc)) from exc
     text, ok = pods.show(lab, pod)
     click.echo(text, nl=False)
+    from railyard_sim.counters import pod_counters_text
+
+    click.echo("")
+    click.echo(pod_counters_text(lab, pods.POD_NAMESPACE, pod.name), nl=False)
     if not ok:
         raise Failed(f"show {name}: a NIC cannot reach its gateway")
 
@@ -213,6 +224,9 @@ def do_down(lab_dir: Path) -> None:
             say(f"down: removing lab {lab.id}")
             lab.down()
         daemon.remove_files(lab_dir)
+        from railyard_sim.counters import remove_files as remove_counter_files
+
+        remove_counter_files(lab_dir)
         for sub in (pods.PODS, pods.RESULTS, "state", "cni-bin"):
             shutil.rmtree(lab_dir / sub, ignore_errors=True)
         try:
@@ -250,15 +264,23 @@ def main() -> None:
 @click.option("--ib-rails", default=0, show_default=True, help="InfiniBand rails.")
 @click.option("--vfs-per-pf", default=2, show_default=True)
 @click.option(
+    "--ipamd-metrics", default="", help="HOST:PORT for ipamd's Prometheus /metrics."
+)
+@click.option(
     "--no-agent",
     is_flag=True,
     help="Do not start railyard-agent: every plugin call runs directly.",
 )
 def up(
-    lab_dir: Path, rails: int, ib_rails: int, vfs_per_pf: int, no_agent: bool
+    lab_dir: Path,
+    rails: int,
+    ib_rails: int,
+    vfs_per_pf: int,
+    ipamd_metrics: str,
+    no_agent: bool,
 ) -> None:
     """Build the lab, start ipamd and railyard-agent, apply the lab's pools."""
-    do_up(lab_dir, rails, ib_rails, vfs_per_pf, warm=not no_agent)
+    do_up(lab_dir, rails, ib_rails, vfs_per_pf, ipamd_metrics, warm=not no_agent)
 
 
 pod_options: list[Callable[[F], F]] = [
@@ -418,6 +440,47 @@ def demo(
         click.echo(f"demo FAILED ({len(failures)} step(s), {elapsed:.1f}s)", err=True)
         sys.exit(1)
     click.echo(f"demo passed in {elapsed:.1f}s")
+
+
+@main.command()
+@lab_option
+@click.option("--listen", default="127.0.0.1:9435", show_default=True)
+def exporter(lab_dir: Path, listen: str) -> None:
+    """Serve railyard-exporter on the lab: the production collector with the
+    lab's fake sysfs and simulated netdev counters injected."""
+    from cni.exporter.cli import run, setup_logging
+    from railyard_sim.counters import sim_collector
+
+    setup_logging("INFO")
+    run(sim_collector(_load(lab_dir)), listen)
+
+
+@main.group()
+def counters() -> None:
+    """The simulated RDMA counters of a pod's NICs."""
+
+
+@counters.command("bump")
+@lab_option
+@click.argument("name")
+@click.argument("ifname")
+@click.argument("counter")
+@click.option("--by", default=1, show_default=True, type=int)
+def counters_bump(lab_dir: Path, name: str, ifname: str, counter: str, by: int) -> None:
+    """Add to COUNTER of pod NAME's NIC IFNAME: an RDMA hw counter (e.g.
+    out_of_sequence) or an ethtool statistic (e.g. rx_prio3_discards)."""
+    from railyard_sim.counters import bump
+
+    lab = _load(lab_dir)
+    try:
+        pod = pods.load(lab, name)
+    except LabError as exc:
+        raise Failed(str(exc)) from exc
+    nic = next((n for n in pod.nics if n.ifname == ifname), None)
+    if nic is None:
+        raise Failed(f"pod {name} has no NIC {ifname}")
+    value = bump(lab, nic.pci, pod.netns_path, ifname, counter, by)
+    click.echo(f"{name} {ifname} {counter} = {value}")
 
 
 if __name__ == "__main__":

@@ -50,8 +50,10 @@ def client_env(lab_dir: Path) -> dict[str, str]:
     return {SOCKET_ENV: str(socket_path(lab_dir))}
 
 
-def start(lab_dir: Path, timeout: float = 20.0) -> int:
-    """Start ``ipamd serve`` for the lab; return once its socket accepts calls."""
+def start(lab_dir: Path, timeout: float = 20.0, metrics_listen: str = "") -> int:
+    """Start ``ipamd serve`` for the lab; return once its socket accepts calls.
+
+    ``metrics_listen`` (HOST:PORT) turns on ipamd's Prometheus endpoint."""
     lab_dir = Path(lab_dir).absolute()
     sock = socket_path(lab_dir)
     sock.unlink(missing_ok=True)
@@ -63,6 +65,8 @@ def start(lab_dir: Path, timeout: float = 20.0) -> int:
         "--listen",
         f"unix://{sock}",
     ]
+    if metrics_listen:
+        cmd += ["--metrics-listen", metrics_listen]
     with open(lab_dir / LOG, "ab") as log:
         proc = subprocess.Popen(
             cmd,

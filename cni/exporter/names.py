@@ -1,0 +1,110 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Metric and label names of the RDMA exporter, exactly as Spiderpool's.
+
+Spiderpool (``pkg/rdmametrics``) registers every value as an observable
+counter, so Prometheus sees ``<name>_total``, and its Grafana dashboards query
+those names, the two "gauges" (``rdma_vport_speed_mbps_total``,
+``rdma_device_tos_total``) included. Existing dashboards and alerts keep
+working only if these strings never change: ``tests/unit/exporter`` pins them.
+
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+PREFIX = "rdma_"
+
+#: Counters of ``rdma statistic`` (= sysfs ``hw_counters``) Spiderpool knows.
+HW_COUNTERS: tuple[str, ...] = (
+    "rx_write_requests",
+    "rx_read_requests",
+    "rx_atomic_requests",
+    "rx_dct_connect",
+    "out_of_buffer",
+    "out_of_sequence",
+    "duplicate_request",
+    "rnr_nak_retry_err",
+    "packet_seq_err",
+    "implied_nak_seq_err",
+    "local_ack_timeout_err",
+    "resp_local_length_error",
+    "resp_cqe_error",
+    "req_cqe_error",
+    "req_remote_invalid_request",
+    "req_remote_access_errors",
+    "resp_remote_access_errors",
+    "resp_cqe_flush_error",
+    "req_cqe_flush_error",
+    "roce_adp_retrans",
+    "roce_adp_retrans_to",
+    "roce_slow_restart",
+    "roce_slow_restart_cnps",
+    "roce_slow_restart_trans",
+    "rp_cnp_ignored",
+    "rp_cnp_handled",
+    "np_ecn_marked_roce_packets",
+    "np_cnp_sent",
+    "rx_icrc_encapsulated",
+)
+
+#: ethtool statistics of the netdev whose name contains ``vport`` (mlx5).
+VPORT_COUNTERS: tuple[str, ...] = tuple(
+    f"{d}_vport_rdma_{cast}_{unit}"
+    for d in ("rx", "tx")
+    for cast in ("unicast", "multicast")
+    for unit in ("packets", "bytes")
+)
+
+#: ``{rx,tx}_prio<N>_{pause,discards}`` become ``rdma_{rx,tx}_{pause,discards}``
+#: with label ``priority=N``.
+PRIORITY_STAT = re.compile(r"^(rx|tx)_prio(\d+)_(pause|discards)$")
+PRIORITY_COUNTERS: tuple[str, ...] = (
+    "rx_pause",
+    "tx_pause",
+    "rx_discards",
+    "tx_discards",
+)
+
+SPEED = "vport_speed_mbps"
+TOS = "device_tos"
+
+#: Every device's labels, in Spiderpool's order, then the pod's.
+DEVICE_LABELS: tuple[str, ...] = (
+    "node_name",
+    "ifname",
+    "net_dev_name",
+    "node_guid",
+    "sys_image_guid",
+    "is_root",
+    "rdma_parent_name",
+    "pod_namespace",
+    "pod_name",
+)
+PRIORITY_LABELS: tuple[str, ...] = (*DEVICE_LABELS, "priority")
+#: ``rdma_device_tos`` carries only these (Spiderpool ``tos.go``).
+TOS_LABELS: tuple[str, ...] = ("node_name", "ifname", "net_dev_name")
+
+#: The exporter's own health.
+SCRAPE_DURATION = "railyard_exporter_scrape_duration_seconds"
+DEVICES = "railyard_exporter_devices"
+READ_ERRORS = "railyard_exporter_read_errors"  # a counter: ..._total
+
+_BAD = re.compile(r"[^a-zA-Z0-9_]")
+
+
+@lru_cache(maxsize=4096)
+def metric_name(counter: str) -> str:
+    """``rdma_<counter>`` for a hw counter or ethtool stat, sanitised as
+    Prometheus requires (a driver may report names with ``-`` or ``.``)."""
+    return PREFIX + _BAD.sub("_", counter)
+
+
+def known_names() -> tuple[str, ...]:
+    """Every exported family name Spiderpool defines (without ``_total``)."""
+    return tuple(
+        metric_name(n)
+        for n in (*HW_COUNTERS, *VPORT_COUNTERS, *PRIORITY_COUNTERS, SPEED, TOS)
+    )

@@ -1,0 +1,628 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Write the Grafana dashboards in this directory (run after editing it).
+
+    python3 packaging/grafana/generate.py           # rewrite the JSON files
+    python3 packaging/grafana/generate.py --check   # exit 1 if they are stale
+
+Four dashboards, shaped like Spiderpool's (its RDMA cluster/node/pod and IPAM
+dashboards) and querying the same metric names, so its users find their
+panels; ``tests/unit/exporter/test_dashboards.py`` parses every PromQL
+expression and checks each metric exists in what our exporters serve.
+
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+RATE = "[$__rate_interval]"
+BYTES = ("unicast", "multicast")
+ERRORS = (
+    "out_of_buffer",
+    "out_of_sequence",
+    "duplicate_request",
+    "rnr_nak_retry_err",
+    "packet_seq_err",
+    "implied_nak_seq_err",
+    "local_ack_timeout_err",
+    "resp_local_length_error",
+    "resp_cqe_error",
+    "req_cqe_error",
+    "req_remote_invalid_request",
+    "req_remote_access_errors",
+    "resp_remote_access_errors",
+    "resp_cqe_flush_error",
+    "req_cqe_flush_error",
+    "rx_icrc_encapsulated",
+)
+CONGESTION = (
+    "np_ecn_marked_roce_packets",
+    "np_cnp_sent",
+    "rp_cnp_handled",
+    "rp_cnp_ignored",
+)
+ROCE = (
+    "roce_adp_retrans",
+    "roce_adp_retrans_to",
+    "roce_slow_restart",
+    "roce_slow_restart_cnps",
+    "roce_slow_restart_trans",
+)
+REQUESTS = (
+    "rx_write_requests",
+    "rx_read_requests",
+    "rx_atomic_requests",
+    "rx_dct_connect",
+)
+
+
+def bits(direction: str, sel: str, by: str) -> str:
+    """Bits per second of both vport byte counters in one direction."""
+    parts = [
+        f"rate(rdma_{direction}_vport_rdma_{cast}_bytes_total{{{sel}}}{RATE})"
+        for cast in BYTES
+    ]
+    return f"sum by ({by}) ({' + '.join(parts)}) * 8"
+
+
+class Board:
+    """A dashboard being laid out: panels flow left to right, 24 columns."""
+
+    def __init__(self, uid: str, title: str, tags: list[str]) -> None:
+        self.uid, self.title, self.tags = uid, title, tags
+        self.panels: list[dict[str, Any]] = []
+        self.variables: list[dict[str, Any]] = []
+        self.x = self.y = 0
+        self.next_id = 1
+
+    def variable(self, name: str, query: str, multi: bool = True) -> None:
+        self.variables.append(
+            {
+                "name": name,
+                "label": name,
+                "type": "query",
+                "datasource": {"type": "prometheus", "uid": "${datasource}"},
+                "query": {"query": query, "refId": f"var-{name}"},
+                "definition": query,
+                "refresh": 2,
+                "multi": multi,
+                "includeAll": multi,
+                "allValue": ".*" if multi else None,
+                "sort": 1,
+            }
+        )
+
+    def row(self, title: str) -> None:
+        self._place(24, 1)
+        self.panels.append(
+            {
+                "id": self._id(),
+                "type": "row",
+                "title": title,
+                "collapsed": False,
+                "gridPos": self._grid(24, 1),
+                "panels": [],
+            }
+        )
+        self._advance(24, 1)
+
+    def panel(
+        self,
+        title: str,
+        targets: list[tuple[str, str]],
+        unit: str = "short",
+        kind: str = "timeseries",
+        width: int = 12,
+        height: int = 8,
+    ) -> None:
+        self._place(width, height)
+        self.panels.append(
+            {
+                "id": self._id(),
+                "type": kind,
+                "title": title,
+                "datasource": {"type": "prometheus", "uid": "${datasource}"},
+                "gridPos": self._grid(width, height),
+                "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
+                "options": {"legend": {"displayMode": "table", "placement": "bottom"}},
+                "targets": [
+                    {
+                        "refId": chr(ord("A") + i),
+                        "expr": expr,
+                        "legendFormat": legend,
+                        "instant": kind in ("table", "stat", "bargauge"),
+                    }
+                    for i, (expr, legend) in enumerate(targets)
+                ],
+            }
+        )
+        self._advance(width, height)
+
+    def _id(self) -> int:
+        self.next_id += 1
+        return self.next_id - 1
+
+    def _place(self, width: int, height: int) -> None:
+        if self.x + width > 24:
+            self.x, self.y = 0, self.y + self._row_height
+        self._row_height = max(getattr(self, "_row_height", 0), height)
+
+    def _grid(self, width: int, height: int) -> dict[str, int]:
+        return {"x": self.x, "y": self.y, "w": width, "h": height}
+
+    def _advance(self, width: int, height: int) -> None:
+        self.x += width
+        if self.x >= 24:
+            self.x, self.y, self._row_height = 0, self.y + height, 0
+
+    def to_json(self) -> dict[str, Any]:
+        datasource = {
+            "name": "datasource",
+            "label": "Prometheus",
+            "type": "datasource",
+            "query": "prometheus",
+        }
+        return {
+            "uid": self.uid,
+            "title": self.title,
+            "tags": self.tags,
+            "timezone": "browser",
+            "schemaVersion": 39,
+            "version": 1,
+            "refresh": "30s",
+            "time": {"from": "now-1h", "to": "now"},
+            "templating": {"list": [datasource, *self.variables]},
+            "panels": self.panels,
+        }
+
+
+def cluster() -> Board:
+    b = Board("railyard-rdma-cluster", "Railyard RDMA Cluster", ["railyard", "rdma"])
+    root = 'is_root="true"'
+    pods = 'pod_name!=""'
+    b.panel(
+        "Nodes",
+        [("count(count by (node_name) (rdma_vport_speed_mbps_total))", "")],
+        kind="stat",
+        width=8,
+        height=4,
+    )
+    b.panel(
+        "Pods with RDMA NICs",
+        [
+            (
+                f"count(count by (pod_namespace, pod_name) (rdma_vport_speed_mbps_total{{{pods}}}))",
+                "",
+            )
+        ],
+        kind="stat",
+        width=8,
+        height=4,
+    )
+    b.panel(
+        "RDMA NICs in pods",
+        [(f"count(rdma_vport_speed_mbps_total{{{pods}}})", "")],
+        kind="stat",
+        width=8,
+        height=4,
+    )
+    b.panel(
+        "Cluster throughput (PFs)",
+        [(bits("rx", root, ""), "read (rx)"), (bits("tx", root, ""), "write (tx)")],
+        unit="bps",
+    )
+    b.panel(
+        "Throughput by node (PFs, rx)",
+        [(bits("rx", root, "node_name"), "{{node_name}}")],
+        unit="bps",
+    )
+    b.panel(
+        "Utilisation by node (PFs, rx)",
+        [
+            (
+                f"{bits('rx', root, 'node_name')} / (sum by (node_name) "
+                f"(rdma_vport_speed_mbps_total{{{root}}}) * 1e6) * 100",
+                "{{node_name}}",
+            )
+        ],
+        unit="percent",
+    )
+    b.panel(
+        "Top 10 pods by rx",
+        [
+            (
+                f"topk(10, {bits('rx', pods, 'pod_namespace, pod_name')})",
+                "{{pod_namespace}}/{{pod_name}}",
+            )
+        ],
+        unit="bps",
+    )
+    b.row("PF health")
+    for name in (
+        "rx_pause",
+        "tx_pause",
+        "rx_discards",
+        "tx_discards",
+        *CONGESTION,
+        "out_of_sequence",
+    ):
+        b.panel(
+            f"{name} by node (PFs)",
+            [
+                (
+                    f"sum by (node_name) (rate(rdma_{name}_total{{{root}}}{RATE}))",
+                    "{{node_name}}",
+                )
+            ],
+            unit="ops",
+            width=8,
+        )
+    b.row("Pods")
+    for name in ("out_of_sequence", "rx_discards"):
+        b.panel(
+            f"Top 10 pods by {name}",
+            [
+                (
+                    f"topk(10, sum by (pod_namespace, pod_name) "
+                    f"(rate(rdma_{name}_total{{{pods}}}{RATE})))",
+                    "{{pod_namespace}}/{{pod_name}}",
+                )
+            ],
+            unit="ops",
+        )
+    return b
+
+
+def node() -> Board:
+    b = Board("railyard-rdma-node", "Railyard RDMA Node", ["railyard", "rdma"])
+    b.variable("node", "label_values(rdma_vport_speed_mbps_total, node_name)")
+    n = 'node_name=~"$node"'
+    host, pod = f'{n}, is_root="true"', f'{n}, pod_name!=""'
+    b.panel(
+        "Host devices: throughput",
+        [
+            (bits("rx", host, "net_dev_name"), "{{net_dev_name}} rx"),
+            (bits("tx", host, "net_dev_name"), "{{net_dev_name}} tx"),
+        ],
+        unit="bps",
+    )
+    b.panel(
+        "Host devices: utilisation (rx)",
+        [
+            (
+                f"{bits('rx', host, 'net_dev_name')} / (sum by (net_dev_name) "
+                f"(rdma_vport_speed_mbps_total{{{host}}}) * 1e6) * 100",
+                "{{net_dev_name}}",
+            )
+        ],
+        unit="percent",
+    )
+    b.panel(
+        "Pod devices: throughput (rx) by parent",
+        [
+            (
+                bits("rx", pod, "rdma_parent_name, pod_name, net_dev_name"),
+                "{{rdma_parent_name}} {{pod_name}}/{{net_dev_name}}",
+            )
+        ],
+        unit="bps",
+    )
+    b.panel(
+        "Pod devices: throughput (tx) by parent",
+        [
+            (
+                bits("tx", pod, "rdma_parent_name, pod_name, net_dev_name"),
+                "{{rdma_parent_name}} {{pod_name}}/{{net_dev_name}}",
+            )
+        ],
+        unit="bps",
+    )
+    b.row("Priority flow control")
+    for name in ("rx_pause", "tx_pause", "rx_discards", "tx_discards"):
+        b.panel(
+            f"{name} by priority",
+            [
+                (
+                    f"sum by (net_dev_name, priority) (rate(rdma_{name}_total{{{n}}}{RATE}))",
+                    "{{net_dev_name}} prio {{priority}}",
+                )
+            ],
+            unit="ops",
+            width=6,
+        )
+    b.row("Congestion")
+    for name in (*CONGESTION, "out_of_sequence"):
+        b.panel(
+            name,
+            [
+                (
+                    f"sum by (ifname, net_dev_name) (rate(rdma_{name}_total{{{n}}}{RATE}))",
+                    "{{ifname}} {{net_dev_name}}",
+                )
+            ],
+            unit="ops",
+            width=8,
+        )
+    b.row("Detail: errors")
+    for name in ERRORS:
+        b.panel(
+            name,
+            [
+                (
+                    f"sum by (ifname, pod_name) (rate(rdma_{name}_total{{{n}}}{RATE}))",
+                    "{{ifname}} {{pod_name}}",
+                )
+            ],
+            unit="ops",
+            width=6,
+        )
+    b.row("RoCE")
+    for name in ROCE:
+        b.panel(
+            name,
+            [(f"sum by (ifname) (rate(rdma_{name}_total{{{n}}}{RATE}))", "{{ifname}}")],
+            unit="ops",
+            width=8,
+        )
+    b.row("QoS and exporter")
+    b.panel(
+        "Traffic class of host devices",
+        [(f"rdma_device_tos_total{{{n}}}", "{{ifname}} {{net_dev_name}}")],
+        kind="table",
+    )
+    b.panel(
+        "Exporter: collection time and read errors",
+        [
+            ("railyard_exporter_scrape_duration_seconds", "{{instance}}"),
+            (
+                f"sum by (instance, source) (rate(railyard_exporter_read_errors_total{RATE}))",
+                "read errors {{instance}} {{source}}",
+            ),
+        ],
+        unit="s",
+    )
+    return b
+
+
+def pod() -> Board:
+    b = Board("railyard-rdma-pod", "Railyard RDMA Pod", ["railyard", "rdma"])
+    b.variable(
+        "namespace",
+        'label_values(rdma_vport_speed_mbps_total{pod_name!=""}, pod_namespace)',
+        multi=False,
+    )
+    b.variable(
+        "pod",
+        'label_values(rdma_vport_speed_mbps_total{pod_namespace="$namespace"}, pod_name)',
+    )
+    sel = 'pod_namespace="$namespace", pod_name=~"$pod"'
+    b.panel(
+        "Throughput per NIC",
+        [
+            (
+                bits("rx", sel, "pod_name, net_dev_name, ifname"),
+                "{{pod_name}} {{net_dev_name}} rx",
+            ),
+            (
+                bits("tx", sel, "pod_name, net_dev_name, ifname"),
+                "{{pod_name}} {{net_dev_name}} tx",
+            ),
+        ],
+        unit="bps",
+    )
+    b.panel(
+        "Utilisation per NIC (rx)",
+        [
+            (
+                f"{bits('rx', sel, 'pod_name, net_dev_name')} / (sum by (pod_name, net_dev_name) "
+                f"(rdma_vport_speed_mbps_total{{{sel}}}) * 1e6) * 100",
+                "{{pod_name}} {{net_dev_name}}",
+            )
+        ],
+        unit="percent",
+    )
+    for direction in ("rx", "tx"):
+        for cast in BYTES:
+            b.panel(
+                f"{direction} {cast} packets",
+                [
+                    (
+                        f"sum by (pod_name, net_dev_name) (rate(rdma_{direction}_vport_rdma_{cast}_packets_total{{{sel}}}{RATE}))",
+                        "{{pod_name}} {{net_dev_name}}",
+                    )
+                ],
+                unit="pps",
+                width=6,
+            )
+    b.row("Requests and congestion")
+    for name in (*REQUESTS, *CONGESTION):
+        b.panel(
+            name,
+            [
+                (
+                    f"sum by (pod_name, net_dev_name) (rate(rdma_{name}_total{{{sel}}}{RATE}))",
+                    "{{pod_name}} {{net_dev_name}}",
+                )
+            ],
+            unit="ops",
+            width=6,
+        )
+    b.row("Errors")
+    for name in ERRORS:
+        b.panel(
+            name,
+            [
+                (
+                    f"sum by (pod_name, net_dev_name) (rate(rdma_{name}_total{{{sel}}}{RATE}))",
+                    "{{pod_name}} {{net_dev_name}}",
+                )
+            ],
+            unit="ops",
+            width=6,
+        )
+    return b
+
+
+def ipam() -> Board:
+    b = Board("railyard-ipam", "Railyard IPAM (ipamd)", ["railyard", "ipam"])
+    b.variable("pool", "label_values(ipamd_pool_capacity_ips, pool)")
+    p = 'pool=~"$pool"'
+    b.panel(
+        "Pools",
+        [(f"count(ipamd_pool_capacity_ips{{{p}}})", "")],
+        kind="stat",
+        width=6,
+        height=4,
+    )
+    b.panel(
+        "Addresses in use",
+        [(f"sum(ipamd_pool_allocated_ips{{{p}}})", "")],
+        kind="stat",
+        width=6,
+        height=4,
+    )
+    b.panel(
+        "Addresses free",
+        [(f"sum(ipamd_pool_free_ips{{{p}}})", "")],
+        kind="stat",
+        width=6,
+        height=4,
+    )
+    b.panel("Store up", [("min(ipamd_store_up)", "")], kind="stat", width=6, height=4)
+    b.panel(
+        "Pool utilisation",
+        [
+            (
+                f"ipamd_pool_allocated_ips{{{p}}} / ipamd_pool_capacity_ips{{{p}}} * 100",
+                "{{pool}}",
+            )
+        ],
+        unit="percent",
+    )
+    b.panel(
+        "Pool usage",
+        [
+            (f"ipamd_pool_capacity_ips{{{p}}}", "{{pool}} capacity"),
+            (f"ipamd_pool_allocated_ips{{{p}}}", "{{pool}} allocated"),
+            (f"ipamd_pool_free_ips{{{p}}}", "{{pool}} free"),
+        ],
+        kind="table",
+    )
+    b.row("Allocations")
+    b.panel(
+        "Allocations by pool and result",
+        [
+            (
+                f"sum by (pool, result) (rate(ipamd_allocations_total{{{p}}}{RATE}))",
+                "{{pool}} {{result}}",
+            )
+        ],
+        unit="ops",
+    )
+    b.panel(
+        "Allocation failures",
+        [
+            (
+                f'sum by (pool, result) (increase(ipamd_allocations_total{{{p}, result!="ok"}}{RATE}))',
+                "{{pool}} {{result}}",
+            )
+        ],
+    )
+    b.panel(
+        "Allocation latency",
+        [
+            (
+                f"histogram_quantile({q}, sum by (le) (rate(ipamd_allocation_duration_seconds_bucket{RATE})))",
+                f"p{int(q * 100)}",
+            )
+            for q in (0.5, 0.9, 0.99)
+        ]
+        + [
+            (
+                f"rate(ipamd_allocation_duration_seconds_sum{RATE}) / rate(ipamd_allocation_duration_seconds_count{RATE})",
+                "mean",
+            )
+        ],
+        unit="s",
+    )
+    b.panel(
+        "Releases by pool and result",
+        [
+            (
+                f"sum by (pool, result) (rate(ipamd_releases_total{RATE}))",
+                "{{pool}} {{result}}",
+            )
+        ],
+        unit="ops",
+    )
+    b.row("Daemon")
+    b.panel(
+        "GC releases",
+        [(f"increase(ipamd_gc_releases_total{RATE})", "released")],
+        width=8,
+    )
+    b.panel(
+        "RPC errors by code",
+        [
+            (
+                f"sum by (method, code) (rate(ipamd_rpc_errors_total{RATE}))",
+                "{{method}} {{code}}",
+            )
+        ],
+        unit="ops",
+        width=8,
+    )
+    b.panel(
+        "Group commit: requests per batch",
+        [
+            (
+                f"rate(ipamd_commit_batch_size_sum{RATE}) / rate(ipamd_commit_batch_size_count{RATE})",
+                "mean",
+            ),
+            (
+                f"histogram_quantile(0.99, sum by (le) (rate(ipamd_commit_batch_size_bucket{RATE})))",
+                "p99",
+            ),
+        ],
+        width=8,
+    )
+    return b
+
+
+BOARDS = {
+    "rdma-cluster.json": cluster,
+    "rdma-node.json": node,
+    "rdma-pod.json": pod,
+    "ipam.json": ipam,
+}
+
+
+def render() -> dict[str, str]:
+    return {
+        name: json.dumps(build().to_json(), indent=2) + "\n"
+        for name, build in BOARDS.items()
+    }
+
+
+def main() -> int:
+    stale = []
+    for name, text in render().items():
+        path = HERE / name
+        if "--check" in sys.argv[1:]:
+            if not path.exists() or path.read_text() != text:
+                stale.append(name)
+        else:
+            path.write_text(text)
+    if stale:
+        print(f"stale dashboards (run {Path(__file__).name}): {', '.join(stale)}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
