@@ -171,7 +171,7 @@ def _ip_names(*args: str) -> list[str]:
 
 
 def ipamd_pids(lab: Path) -> list[int]:
-    """Live ``ipamd serve`` processes listening on the lab's socket."""
+    """The lab's daemons: ``ipamd serve`` on its socket and its node agent."""
     sock = str((lab / "ipamd.sock").absolute())
     pids = []
     for entry in Path("/proc").iterdir():
@@ -182,6 +182,9 @@ def ipamd_pids(lab: Path) -> list[int]:
         except OSError:
             continue
         if "serve" in args and any(a in (sock, f"unix://{sock}") for a in args):
+            pids.append(int(entry.name))
+        # The lab's node agent (railyard-sim up starts it beside ipamd).
+        elif "railyard_sim.agent" in args and str(lab.absolute()) in args:
             pids.append(int(entry.name))
     return pids
 
