@@ -562,7 +562,9 @@ def restore(deps: Deps, st: VfState, netns: str) -> tuple[list[str], bool]:
             in_pod = deps.links.find(st.ifname, pod)
         except NetnsNotFound:
             pod = None
-    if in_pod is not None and pod is not None:
+    if pod is not None and (in_pod is not None or st.rules or st.saved_main_defaults):
+        # Also when the VF already left the pod: a DEL that failed after moving
+        # it home must not strand its rules (they outlive the link) on retry.
         failures += remove_routing(
             deps.links, pod, st.rules, st.routes, st.saved_main_defaults
         )
