@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from cni.attach.detection import DetectionPolicy
 from cni.attach.ipam_glue import IpamConf, ipam_request
-from cni.attach.lifecycle import AttachSpec, RoutingPolicy, check
+from cni.attach.lifecycle import AttachSpec, RoutingPolicy, check, store_for
 from cni.attach.pf import PfSettings
+from cni.attach.teardown import ipam_netconf
 from cni.errors import CHECK_FAILED, DEVICE_ERROR, CniError
 from cni.types import Result
 
@@ -98,14 +99,17 @@ def resources(
     deps: Deps | None,
     ipam_factory: IpamFactory | None,
     with_ipam: bool = True,
+    ipam_netconf: Callable[[Deps], Mapping[str, Any]] | None = None,
 ) -> Iterator[tuple[Deps, IpamClient | None]]:
     """The command's deps (real ones unless given) and IPAM client, both closed
-    on exit."""
+    on exit. ``ipam_netconf`` picks the netconf the IPAM client is built from
+    (DEL: the record's IPAM, ``teardown.ipam_netconf``); default the command's."""
     if deps is None:
         from cni.deps import real_deps
 
         deps = real_deps(args.env)
-    ipam = (ipam_factory or real_ipam)(args.netconf, args.env) if with_ipam else None
+    netconf = ipam_netconf(deps) if ipam_netconf is not None else args.netconf
+    ipam = (ipam_factory or real_ipam)(netconf, args.env) if with_ipam else None
     try:
         yield deps, ipam
     finally:
@@ -134,6 +138,16 @@ def prev_attachment(prev: Result | None, ifname: str) -> tuple[list[str], str]:
         raise CniError(CHECK_FAILED, f"interface {ifname} not found in prevResult")
     ips = [str(ip.address) for ip in prev.ips if ip.interface in (idx, None)]
     return ips, prev.interfaces[idx].mac
+
+
+def del_ipam_netconf(plugin: str, args: CmdArgs) -> Callable[[Deps], dict[str, Any]]:
+    """DEL's ``resources(ipam_netconf=...)``: the IPAM that allocated (the record's)."""
+
+    def pick(deps: Deps) -> dict[str, Any]:
+        st = store_for(deps, plugin).load(args.container_id, args.ifname)
+        return ipam_netconf(args.netconf, st)
+
+    return pick
 
 
 def check_vf(

@@ -36,17 +36,20 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from cni.attach.commands import (
     IpamFactory,
     check_vf,
+    del_ipam_netconf,
     ipam_status,
     prev_attachment,
     raise_gc_errors,
     resources,
 )
 from cni.attach.commands import attach_spec as attach_spec_for
+from cni.attach.device import INFINIBAND
 from cni.attach.ipam_glue import to_result
 from cni.attach.lifecycle import (
     RELEASE_PENDING,
@@ -64,7 +67,7 @@ from cni.attach.netdev import rename_in_host
 from cni.attach.pf import PfSettings
 from cni.errors import CHECK_FAILED, DEVICE_ERROR, STATUS_UNAVAILABLE, CniError
 from cni.ipam import IpamClient
-from cni.kernel import KernelError, Timeout
+from cni.kernel import KernelError, NotSupported, Timeout
 from cni.plugins.ib_sriov.config import IbConf, load_conf
 from cni.skel import CmdArgs, PluginFuncs
 from cni.state.cache import StateCache
@@ -269,7 +272,13 @@ class GuidHook:
         ctx.save()
 
     def _undo(self, deps: Deps, records: StateCache, rec: Mapping[str, Any]) -> None:
-        restore_guid(deps, rec, self.timeout)
+        try:
+            restore_guid(deps, rec, self.timeout)
+        except CniError as exc:
+            if not isinstance(exc.__cause__, NotSupported):
+                raise
+            # The PF refuses GUIDs altogether: ours was never written either.
+            log.warning("VF %s takes no GUID (%s); nothing to restore", rec["pci"], exc)
         records.delete(self.args.container_id, self.args.ifname)
 
 
@@ -278,7 +287,14 @@ class GuidHook:
 
 def attach_spec(args: CmdArgs, conf: IbConf) -> AttachSpec:
     """The netconf and env of an ADD as the shared VF lifecycle wants them."""
-    return attach_spec_for(PLUGIN, args, conf, PfSettings(link_state=conf.link_state))
+    spec = attach_spec_for(PLUGIN, args, conf, PfSettings(link_state=conf.link_state))
+    # Checked before the first change: on an Ethernet VF the GUID write fails,
+    # and so would its undo, leaving a record no DEL could clear.
+    return replace(
+        spec,
+        link_kind=INFINIBAND,
+        link_kind_reason="GUIDs and pkeys exist only on InfiniBand",
+    )
 
 
 def add(args: CmdArgs, conf: IbConf, deps: Deps, ipam: IpamClient | None) -> Result:
@@ -315,6 +331,12 @@ def _finish_guid(deps: Deps, cid: str, ifname: str, timeout: float) -> None:
     try:
         restore_guid(deps, rec, timeout)
     except (CniError, KernelError) as exc:
+        if isinstance(exc.__cause__, NotSupported):
+            # The PF refuses GUIDs altogether (a record left by an ADD on an
+            # Ethernet VF before it was refused up front): nothing to restore.
+            log.warning("VF %s takes no GUID (%s); record dropped", rec["pci"], exc)
+            records.delete(cid, ifname)
+            return
         raise CniError(
             DEVICE_ERROR,
             f"failed to restore the GUID of VF {rec['pci']}",
@@ -347,7 +369,8 @@ def cmd_del(
     args: CmdArgs, deps: Deps | None = None, ipam_factory: IpamFactory | None = None
 ) -> None:
     conf = load_conf(args.netconf, args.cni_args, require_device=False)
-    with resources(args, deps, ipam_factory) as (d, ipam):
+    pick = del_ipam_netconf(PLUGIN, args)
+    with resources(args, deps, ipam_factory, ipam_netconf=pick) as (d, ipam):
         delete(args, conf, d, ipam)
 
 

@@ -12,17 +12,20 @@ Module-level imports: standard library and cni's light modules only.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from cni.attach.commands import (
     IpamFactory,
     check_vf,
+    del_ipam_netconf,
     ipam_status,
     prev_attachment,
     raise_gc_errors,
     resources,
 )
 from cni.attach.commands import attach_spec as attach_spec_for
+from cni.attach.device import ETHERNET
 from cni.attach.ipam_glue import to_result
 from cni.attach.lifecycle import AttachSpec, DetachRequest, attach, detach, gc
 from cni.attach.pf import PfSettings
@@ -55,7 +58,25 @@ def attach_spec(args: CmdArgs, nc: NetConf) -> AttachSpec:
         min_tx_rate=nc.min_tx_rate,
         max_tx_rate=nc.max_tx_rate,
     )
-    return attach_spec_for(PLUGIN, args, nc, pf, mac=nc.mac or None)
+    spec = attach_spec_for(PLUGIN, args, nc, pf, mac=nc.mac or None)
+    asked = [
+        name
+        for name, value in (
+            ("mac", pf.mac),
+            ("vlan", pf.vlan),
+            ("spoofchk", pf.spoofchk),
+            ("trust", pf.trust),
+            ("min_tx_rate/max_tx_rate", pf.min_tx_rate or pf.max_tx_rate or None),
+        )
+        if value is not None
+    ]
+    if not asked:
+        return spec  # nothing an IPoIB VF cannot take
+    return replace(
+        spec,
+        link_kind=ETHERNET,
+        link_kind_reason=f"{', '.join(asked)} can only be set on an Ethernet VF",
+    )
 
 
 def add(args: CmdArgs, nc: NetConf, deps: Deps, ipam: IpamClient | None) -> Result:
@@ -79,7 +100,8 @@ def cmd_del(
 ) -> None:
     nc = load_conf(args.netconf, args.cni_args, require_device=False)
     req = DetachRequest(PLUGIN, nc.name, args.container_id, args.ifname, args.netns)
-    with resources(args, deps, ipam_factory) as (d, ipam):
+    pick = del_ipam_netconf(PLUGIN, args)
+    with resources(args, deps, ipam_factory, ipam_netconf=pick) as (d, ipam):
         detach(d, req, ipam)
 
 

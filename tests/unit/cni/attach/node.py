@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cni.ipam import Attachment
 from cni.kernel import NetnsPath, RouteSpec, VfInfo
 from cni.plugins.ib_sriov import commands as ib_sriov
 from cni.plugins.rdma import commands as rdma
@@ -221,6 +222,15 @@ class Node:
     def check(self, conf: dict[str, Any], netns: str, **kw: Any) -> None:
         self._run("CHECK", conf, netns, **kw)
 
+    def gc(self, conf: dict[str, Any], valid: list[tuple[str, str]]) -> None:
+        """GC with the attachments (container ID, ifname) the runtime holds."""
+        ca = self.args("GC", conf, "")
+        ca.valid_attachments = [Attachment(cid, ifname) for cid, ifname in valid]
+        mod = sriov if conf["type"] == "sriov" else ib_sriov
+        mod.cmd_gc(
+            ca, deps=self.kernel.deps(self.state_dir), ipam_factory=self._ipam_factory
+        )
+
     # ------------------------------------------------------- read-backs
 
     def snapshot(self, vf: Vf) -> Snapshot:
@@ -235,6 +245,14 @@ class Node:
             vf=self.kernel.vf_info(vf.pf_pci, vf.index),
             rdma_netns=self.kernel.rdma_netns(vf.rdma),
         )
+
+    def records_of(self, container_id: str, pci: str) -> list[str]:
+        """``records()`` that belong to one attachment or its VF."""
+        return [
+            r
+            for r in self.records()
+            if Path(r).name.startswith(f"{container_id}-") or Path(r).name == pci
+        ]
 
     def records(self) -> list[str]:
         """Every per-attachment or per-VF file left in the state dir.

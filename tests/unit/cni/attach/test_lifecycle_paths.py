@@ -90,19 +90,14 @@ def test_del_after_the_pod_netns_died_restores_the_vf_from_its_pod_name(
     assert node.ipam.times_freed("172.16.11.1/24") == 1 and node.records() == []
 
 
-def test_del_with_an_empty_netns_waits_for_the_pod_then_gc_restores(
+def test_gc_restores_and_releases_an_attachment_the_runtime_forgot(
     node: Node,
 ) -> None:
-    """CNI_NETNS "" while the pod lives: nothing can be restored yet, and the
-    address must not be released while the VF still carries it."""
     pod, vf = node.pod(), node.roce.vfs[0]
     was = node.snapshot(vf)
-    conf = node.sriov_conf()
+    conf = node.sriov_conf(trust="on")
     node.add(conf, pod)
-    node.delete(conf, "")
-    assert node.snapshot(vf).netns == pod
-    node.kernel.delete_netns(pod)
-    node._run("GC", conf, "")  # the runtime holds no valid attachment
+    node.gc(conf, valid=[])
     assert node.snapshot(vf) == was
     assert node.ipam.times_freed("172.16.11.1/24") == 1 and node.records() == []
 
