@@ -767,10 +767,12 @@ def gc(
     network: str,
     valid: Sequence[Attachment],
     ipam: IpamClient | None,
+    ipam_for: Callable[[VfState], IpamClient | None] | None = None,
 ) -> list[str]:
     """GC: restore and release every recorded attachment of ``network`` not in
     ``valid``; then let the IPAM collect its own leftovers. Continues on errors
-    (SPEC.md "GC") and returns them."""
+    (SPEC.md "GC") and returns them. ``ipam_for`` gives the IPAM that
+    allocated a record (``commands.record_ipams``), default ``ipam``."""
     keep = {(a.container_id, a.ifname) for a in valid}
     errors: list[str] = []
     for st in store_for(deps, plugin).all():
@@ -780,7 +782,7 @@ def gc(
             detach(
                 deps,
                 DetachRequest(plugin, network, st.container_id, st.ifname, st.netns),
-                ipam,
+                ipam_for(st) if ipam_for is not None else ipam,
             )
         except CniError as exc:
             errors.append(f"{st.container_id}/{st.ifname}: {exc}")

@@ -46,6 +46,7 @@ from cni.attach.commands import (
     ipam_status,
     prev_attachment,
     raise_gc_errors,
+    record_ipams,
     resources,
 )
 from cni.attach.commands import attach_spec as attach_spec_for
@@ -396,8 +397,11 @@ def cmd_gc(
     args: CmdArgs, deps: Deps | None = None, ipam_factory: IpamFactory | None = None
 ) -> None:
     conf = load_conf(args.netconf, args.cni_args, require_device=False)
-    with resources(args, deps, ipam_factory) as (d, ipam):
-        errors = gc(d, PLUGIN, conf.name, args.valid_attachments, ipam)
+    with (
+        resources(args, deps, ipam_factory) as (d, ipam),
+        record_ipams(args, ipam_factory, ipam) as ipam_for,
+    ):
+        errors = gc(d, PLUGIN, conf.name, args.valid_attachments, ipam, ipam_for)
         timeout = rebind_timeout(args.env)
         for rec in list(StateCache(d.state_dir, GUID_RECORDS).records()):
             if rec.network != conf.name or args.is_valid_attachment(

@@ -22,6 +22,7 @@ from cni.attach.commands import (
     ipam_status,
     prev_attachment,
     raise_gc_errors,
+    record_ipams,
     resources,
 )
 from cni.attach.commands import attach_spec as attach_spec_for
@@ -132,8 +133,11 @@ def cmd_gc(
     args: CmdArgs, deps: Deps | None = None, ipam_factory: IpamFactory | None = None
 ) -> None:
     nc = load_conf(args.netconf, args.cni_args, require_device=False)
-    with resources(args, deps, ipam_factory) as (d, ipam):
-        errors = gc(d, PLUGIN, nc.name, args.valid_attachments, ipam)
+    with (
+        resources(args, deps, ipam_factory) as (d, ipam),
+        record_ipams(args, ipam_factory, ipam) as ipam_for,
+    ):
+        errors = gc(d, PLUGIN, nc.name, args.valid_attachments, ipam, ipam_for)
     raise_gc_errors(errors)
 
 

@@ -194,3 +194,27 @@ def test_check_names_an_address_missing_from_the_vf(node: Node) -> None:
         "addresses missing on net1",
     )
     assert info.value.details == "fd00:1::1/64"
+
+
+def test_gc_with_a_netconf_without_ipam_releases_through_the_recorded_ipam(
+    node: Node,
+) -> None:
+    pod, vf = node.pod(), node.roce.vfs[0]
+    was = node.snapshot(vf)
+    conf = node.sriov_conf()
+    node.add(conf, pod)
+    node.gc({k: v for k, v in conf.items() if k != "ipam"}, valid=[])
+    assert_done(node, vf, was)
+
+
+@pytest.mark.parametrize("del_netns", ["other-pod", "/var/run/netns/gone", ""])
+def test_rdma_del_brings_the_device_home_from_the_recorded_netns(
+    node: Node, del_netns: str
+) -> None:
+    pod, other, vf = node.pod(), node.pod(), node.roce.vfs[0]
+    node.add(node.sriov_conf(), pod)
+    node.add(node.rdma_conf(), pod)
+    assert node.kernel.rdma_netns(vf.rdma) == pod
+    node.delete(node.rdma_conf(), other if del_netns == "other-pod" else del_netns)
+    assert node.kernel.rdma_netns(vf.rdma) is None
+    assert [r for r in node.records() if r.startswith("rdma/")] == []
