@@ -218,3 +218,23 @@ def test_rdma_del_brings_the_device_home_from_the_recorded_netns(
     node.delete(node.rdma_conf(), other if del_netns == "other-pod" else del_netns)
     assert node.kernel.rdma_netns(vf.rdma) is None
     assert [r for r in node.records() if r.startswith("rdma/")] == []
+
+
+def test_del_never_takes_another_pods_vf_named_like_the_recorded_one(
+    node: Node,
+) -> None:
+    """The recorded netns is gone and CNI_NETNS is another live pod whose VF
+    is also ``net1``: only the recorded VF's identity (ifindex, pod MAC)
+    counts, so that pod keeps its VF and address."""
+    pod, other = node.pod(), node.pod()
+    vf, neighbour = node.roce.vfs
+    was = node.snapshot(vf)
+    conf = node.sriov_conf(mtu=4000)
+    node.add(conf, pod)
+    node.add(node.sriov_conf(vf=neighbour), other, container_id="c2")
+    node.kernel.delete_netns(pod)  # its VF comes home as net1
+    node.delete(conf, other)
+    assert_done(node, vf, was)
+    assert node.snapshot(neighbour).netns == other
+    assert node.snapshot(neighbour).name == "net1"
+    assert node.ipam.addresses_of("c2", "net1") == ["172.16.11.2/24", "fd00:1::2/64"]
