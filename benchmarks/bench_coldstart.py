@@ -11,7 +11,7 @@ config on stdin) and is run N times:
   installed: ``/opt/cni/bin`` or ``--cni-bin``); Debian's Go ``host-device``
   doing the same beside them;
 - VERSION through ``cni.skel`` with the commands handed over as a factory
-  (``main(lambda: import_module(...).FUNCS, ...)``): what a plugin
+  (``main(lambda: import_module(...).plugin_funcs(), ...)``): what a plugin
   ``__main__`` that defers its commands module pays;
 - on a simulated host (``railyard_sim.lab``, one rail, ipamd running): a real
   ``sriov`` ADD and DEL, IPv4 only and dual stack, detection on and off.
@@ -48,15 +48,23 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from railyard_sim.runtime import DEBIAN_BIN, INSTALLED_BIN, PLUGINS  # noqa: E402
+from railyard_sim.runtime import DEBIAN_BIN  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
+INSTALLED_BIN = Path("/opt/cni/bin")
+# CNI type -> this project's console script ([project.scripts]).
+PLUGINS = {
+    "sriov": "railyard-sriov",
+    "ib-sriov": "railyard-ib-sriov",
+    "rdma": "railyard-rdma",
+    "railyard-ipam": "railyard-ipam",
+}
 # A plugin main that hands skel a factory instead of the imported commands.
 LAZY_MAIN = (
     "from importlib import import_module\n"
     "from cni.skel import main\n"
-    "main(lambda: import_module('cni.plugins.{}.commands').FUNCS, 'lazy')\n"
+    "main(lambda: import_module('cni.plugins.{}.commands').plugin_funcs(), 'lazy')\n"
 )
 ENTRIES = ("sriov", "ib-sriov", "rdma")
 INVALID = b'{"cniVersion": "1.0.0", "name": "rail1", "type": "x"}'
@@ -276,7 +284,6 @@ def lab_cases(runs: int, root: Path) -> None:
             daemon.apply_pools(lab.dir, lab.pools_file)
             env = base_env(
                 {
-                    **lab.env(),
                     **daemon.client_env(lab.dir),
                     "RAILYARD_STATE_DIR": str(root / "state"),
                     "RAILYARD_NODE_NAME": "bench",
@@ -307,7 +314,7 @@ def lab_cases(runs: int, root: Path) -> None:
                     }
                 ).encode()
 
-            binary = str(VENV_BIN / PLUGINS["sriov"])
+            binary = str(lab.bin_dir / "sriov")
 
             def add_del(stdin: bytes) -> tuple[Sample, Sample]:
                 n = next(counter)
@@ -360,7 +367,7 @@ def main() -> None:
         help="bin dir of a packaged install (packaging/install.sh --cni-bin-dir)",
     )
     opts = parser.parse_args()
-    for package in ("cni", "ipamd"):
+    for package in ("cni", "ipamd", "sim/railyard_sim"):
         compileall.compile_dir(REPO / package, quiet=1, workers=0)
     root = Path(tempfile.mkdtemp(prefix="rq-coldstart-"))
     print(

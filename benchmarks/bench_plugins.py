@@ -1,28 +1,27 @@
 # SPDX-License-Identifier: Apache-2.0
-"""ADD / DEL / 8-NIC pod: railyard ``sriov`` vs Debian's Go plugins, same lab, same run.
+"""Warm path, direct mode and the Go chain: ADD / DEL side by side, one lab, one run.
 
 Run as root: ``.venv/bin/python benchmarks/bench_plugins.py [--runs N]``.
 
-Both sides do the same work on the simulated host (``railyard_sim.lab``, 8 rails)
-through the same libcni-like runtime (``railyard_sim.runtime``), each plugin a
-fresh process as under a real runtime:
+Every plugin call is a fresh exec through the same libcni-like runtime
+(``railyard_sim.runtime``) on the simulated host (``railyard_sim.lab``, 8 rails
+of 8 VFs), in three columns:
 
-- railyard: ``[sriov (ipam spiderpool -> ipamd over gRPC), tuning mtu 4200]``
-  - the netdev moved into the pod and renamed there, PF-side settings (recorded), MTU,
-  addresses, policy routing, ARP/NDP detection and announce; timed with
-  detection on (the default) and off;
-- Debian (containernetworking-plugins in /usr/lib/cni):
-  ``[host-device (ipam host-local), tuning mtu 4200, sbr]`` - move + rename,
-  addresses, MTU, source-based routing table. No PF-side settings, no
-  detection, no state cache: less work, shown for scale.
+- **warm**: the exec'd ``sriov`` is the stdlib-only shim (``cni.agent.shim``),
+  forwarding to the lab's ``railyard-agent`` (``railyard_sim.agent``);
+- **direct**: the same shim with no agent: it execs the plugin in the venv
+  (what a node runs while the agent is down);
+- **go**: Debian's ``[host-device (ipam host-local), tuning mtu 4200, sbr]``
+  (move + rename, addresses, MTU, source-based routing table; no PF-side
+  settings, no detection, no state cache: less work, shown for scale).
 
-Prints the median (and min) of N runs per case, side by side, with the load
-average before and after (the machine is shared; compare runs only at similar
-load). Bytecode for ``cni`` and ``ipamd`` is compiled first, as
-``packaging/install.sh`` does, so a stale or missing ``.pyc`` (e.g. under
-PYTHONDONTWRITEBYTECODE=1, which the plugins inherit here) does not put
-compile time into the numbers. ``benchmarks/bench_coldstart.py`` breaks the
-start-up part down by import.
+Railyard's conflist is ``[sriov (ipam spiderpool -> ipamd over gRPC), tuning
+mtu 4200]``. Cases: one NIC ADD/DEL and an 8-NIC pod ADD/DEL with detection
+off; an 8-NIC pod ADD with detection on (railyard only, the Go chain has none);
+8 pods of 8 NICs started at once, each pod's NICs in sequence as multus runs
+them (wall time of the whole burst); VERSION. Median (and min) of N runs, with
+the load average before and after. Bytecode for ``cni`` and ``ipamd`` is
+compiled first, as ``packaging/install.sh`` does.
 """
 
 from __future__ import annotations
@@ -36,12 +35,13 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from railyard_sim import daemon  # noqa: E402
+from railyard_sim import agent, daemon  # noqa: E402
 from railyard_sim.lab import Lab  # noqa: E402
 from railyard_sim.runtime import (  # noqa: E402
     DEBIAN_BIN,
@@ -54,11 +54,17 @@ from railyard_sim.runtime import (  # noqa: E402
 REPO = Path(__file__).resolve().parents[1]
 
 ARGS = {"IgnoreUnknown": "true", "K8S_POD_NAMESPACE": "bench", "K8S_POD_NAME": "p"}
+RAILS = 8
+VFS = 8  # 8 pods x 8 NICs at once need 64 VFs
+
+Conf = dict[str, Any]
+#: (rail, vf index, detection) -> conflist
+Maker = Callable[[int, int, bool], Conf]
 
 
-def ours(lab: Lab, rail: int, detect: bool) -> dict[str, Any]:
+def ours(lab: Lab, rail: int, vf: int, detect: bool) -> Conf:
     r = lab.rail(rail)
-    pci = r.vfs[0].pci
+    pci = r.vfs[vf].pci
     sriov = {
         "type": "sriov",
         "vlan": 0,
@@ -77,12 +83,12 @@ def ours(lab: Lab, rail: int, detect: bool) -> dict[str, Any]:
     }
 
 
-def debian(lab: Lab, rail: int, data_dir: Path) -> dict[str, Any]:
+def debian(lab: Lab, rail: int, vf: int, data_dir: Path) -> Conf:
     r = lab.rail(rail)
     first, last = r.range_v4.split("-")
     hd = {
         "type": "host-device",
-        "device": r.vfs[0].netdev,
+        "device": r.vfs[vf].netdev,
         "ipam": {
             "type": "host-local",
             "dataDir": str(data_dir),
@@ -107,38 +113,30 @@ def debian(lab: Lab, rail: int, data_dir: Path) -> dict[str, Any]:
 
 
 class Bench:
-    def __init__(self, lab: Lab, runtime: Runtime) -> None:
+    """One column: a runtime and the conflists it attaches with."""
+
+    def __init__(self, lab: Lab, runtime: Runtime, make: Maker) -> None:
         self.lab = lab
         self.rt = runtime
+        self.make = make
         self.n = 0
 
-    def pod(self) -> str:
+    def pod(self) -> tuple[str, str]:
         self.n += 1
+        cid = f"b{self.n}-{os.getpid()}"
         name = self.lab.netns_name(f"b{self.n}")
         subprocess.run(["ip", "netns", "add", name], check=True)
-        return f"/var/run/netns/{name}"
+        return cid, f"/var/run/netns/{name}"
 
     def drop(self, pod: str) -> None:
         subprocess.run(["ip", "netns", "del", Path(pod).name], check=False)
 
-    def one(self, conf: dict[str, Any]) -> tuple[float, float]:
-        pod = self.pod()
-        att = Attachment(f"b{self.n}", pod, "net1", args=ARGS)
-        try:
-            t0 = time.perf_counter()
-            self.rt.add(conf, att)
-            t1 = time.perf_counter()
-            self.rt.delete(conf, att)
-            t2 = time.perf_counter()
-        finally:
-            self.drop(pod)
-        return t1 - t0, t2 - t1
-
-    def eight(self, confs: list[dict[str, Any]]) -> tuple[float, float]:
-        pod = self.pod()
+    def nics(self, count: int, vf: int, detect: bool) -> tuple[float, float]:
+        """ADD ``count`` NICs (rails 1..count) into one pod in sequence, then DEL."""
+        cid, pod = self.pod()
+        confs = [self.make(rail, vf, detect) for rail in range(1, count + 1)]
         atts = [
-            Attachment(f"b{self.n}", pod, f"net{i + 1}", args=ARGS)
-            for i in range(len(confs))
+            Attachment(cid, pod, f"net{i + 1}", args=ARGS) for i in range(len(confs))
         ]
         try:
             t0 = time.perf_counter()
@@ -152,24 +150,52 @@ class Bench:
             self.drop(pod)
         return t1 - t0, t2 - t1
 
+    def burst(self, pods: int) -> tuple[float, float]:
+        """``pods`` 8-NIC pods at once (pod k on VF k of every rail): wall times."""
+        made = [self.pod() for _ in range(pods)]
 
-def version_time(binary: Path) -> float:
+        def attach(k: int) -> None:
+            cid, pod = made[k]
+            for rail in range(1, RAILS + 1):
+                att = Attachment(cid, pod, f"net{rail}", args=ARGS)
+                self.rt.add(self.make(rail, k, False), att)
+
+        def detach(k: int) -> None:
+            cid, pod = made[k]
+            for rail in range(1, RAILS + 1):
+                att = Attachment(cid, pod, f"net{rail}", args=ARGS)
+                self.rt.delete(self.make(rail, k, False), att)
+
+        try:
+            with ThreadPoolExecutor(pods) as pool:
+                t0 = time.perf_counter()
+                list(pool.map(attach, range(pods)))
+                t1 = time.perf_counter()
+                list(pool.map(detach, range(pods)))
+                t2 = time.perf_counter()
+        finally:
+            for _, pod in made:
+                self.drop(pod)
+        return t1 - t0, t2 - t1
+
+
+def version_time(binary: Path, env: dict[str, str]) -> float:
     """Wall time of one VERSION call: interpreter / binary start-up cost."""
     t0 = time.perf_counter()
     subprocess.run(
         [str(binary)],
         input=b"{}",
-        env={"CNI_COMMAND": "VERSION"},
+        env={**env, "CNI_COMMAND": "VERSION"},
         capture_output=True,
         check=True,
     )
     return time.perf_counter() - t0
 
 
-def stats(samples: list[float]) -> str:
-    return (
-        f"{statistics.median(samples) * 1000:8.0f} ms (min {min(samples) * 1000:.0f})"
-    )
+def ms(samples: list[float]) -> str:
+    if not samples:
+        return "-"
+    return f"{statistics.median(samples) * 1000:.0f} ({min(samples) * 1000:.0f})"
 
 
 def load_average() -> str:
@@ -177,81 +203,136 @@ def load_average() -> str:
 
 
 def compile_bytecode() -> None:
-    for package in ("cni", "ipamd"):
+    for package in ("cni", "ipamd", "sim/railyard_sim"):
         compileall.compile_dir(REPO / package, quiet=1, workers=0)
 
 
-def run(runs: int) -> None:
+Case = Callable[[Bench], tuple[float, float]]
+# (row label for ADD, row label for DEL or "", the measurement, railyard only)
+CASES: list[tuple[str, str, Case, bool]] = [
+    ("1 NIC ADD, detection off", "1 NIC DEL", lambda b: b.nics(1, 0, False), False),
+    (
+        "8-NIC pod ADD, detection off",
+        "8-NIC pod DEL",
+        lambda b: b.nics(8, 0, False),
+        False,
+    ),
+    ("8-NIC pod ADD, detection on", "", lambda b: b.nics(8, 0, True), True),
+    (
+        "8 pods x 8 NICs at once, ADD wall",
+        "8 pods x 8 NICs at once, DEL wall",
+        lambda b: b.burst(8),
+        False,
+    ),
+]
+
+
+def run(runs: int, columns: list[str], burst_runs: int) -> None:
     compile_bytecode()
     root = Path(tempfile.mkdtemp(prefix="rv-bench-"))
-    with Lab.up(root / "lab", rails=8, vfs_per_pf=1) as lab:
+    with Lab.up(root / "lab", rails=RAILS, vfs_per_pf=VFS) as lab:
         daemon.start(lab.dir)
+        agent.start(lab.dir)
         try:
             daemon.apply_pools(lab.dir, lab.pools_file)
-            env = {
-                **lab.env(),
+            base = {
                 **daemon.client_env(lab.dir),
                 "RAILYARD_STATE_DIR": str(root / "state"),
                 "RAILYARD_NODE_NAME": "bench",
                 "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             }
-            rt = Runtime(
-                [plugin_bin_dir(root), DEBIAN_BIN], env=env, cache_dir=root / "cache"
+            warm_env = base
+            warm_bins = agent.shim_bin_dir(root / "warm", lab.dir)
+            # The same shims with no agent behind their socket: direct mode.
+            direct_bins = agent.shim_bin_dir(
+                root / "direct", lab.dir, socket=root / "no-agent.sock"
             )
-            bench = Bench(lab, rt)
-            cases: dict[str, Callable[[], tuple[float, float]]] = {
-                "railyard sriov (detection on)": lambda: bench.one(ours(lab, 1, True)),
-                "railyard sriov (detection off)": lambda: bench.one(
-                    ours(lab, 1, False)
+            benches = {
+                "warm": Bench(
+                    lab,
+                    Runtime(
+                        [warm_bins, DEBIAN_BIN], env=warm_env, cache_dir=root / "c1"
+                    ),
+                    lambda rail, vf, det: ours(lab, rail, vf, det),
                 ),
-                "debian host-device+host-local+tuning+sbr": lambda: bench.one(
-                    debian(lab, 1, root / "hl")
+                "direct": Bench(
+                    lab,
+                    Runtime([direct_bins, DEBIAN_BIN], env=base, cache_dir=root / "c2"),
+                    lambda rail, vf, det: ours(lab, rail, vf, det),
                 ),
-                "railyard sriov, 8-NIC pod (detection on)": lambda: bench.eight(
-                    [ours(lab, n, True) for n in range(1, 9)]
-                ),
-                "railyard sriov, 8-NIC pod (detection off)": lambda: bench.eight(
-                    [ours(lab, n, False) for n in range(1, 9)]
-                ),
-                "debian chain, 8-NIC pod": lambda: bench.eight(
-                    [debian(lab, n, root / "hl") for n in range(1, 9)]
+                "go": Bench(
+                    lab,
+                    Runtime([DEBIAN_BIN], env=base, cache_dir=root / "c3"),
+                    lambda rail, vf, det: debian(lab, rail, vf, root / "hl"),
                 ),
             }
-            bins = plugin_bin_dir(root)
-            cases["VERSION only: python start, railyard sriov"] = lambda: (
-                version_time(bins / "sriov"),
-                0.0,
-            )
-            cases["VERSION only: go start, debian host-device"] = lambda: (
-                version_time(DEBIAN_BIN / "host-device"),
-                0.0,
-            )
+            benches = {k: v for k, v in benches.items() if k in columns}
             print(
-                f"median of {runs} runs (min), each plugin a fresh process; "
-                f"{os.cpu_count()} CPUs; load average {load_average()}"
+                f"median (min) of {runs} runs in ms, each plugin call a fresh exec; "
+                f"{os.cpu_count()} CPUs; load average {load_average()}",
+                flush=True,
             )
-            print(f"{'case':44} {'ADD':>24} {'DEL':>24}")
-            for name, case in cases.items():
-                adds, dels = [], []
-                try:
-                    case()  # warm the page cache
-                    for _ in range(runs):
-                        a, d = case()
-                        adds.append(a)
-                        dels.append(d)
-                except PluginError as exc:
-                    print(f"{name}: {exc}\n{exc.stderr[-3000:]}", file=sys.stderr)
-                    raise
-                print(f"{name:44} {stats(adds):>24} {stats(dels):>24}", flush=True)
+            print(f"{'case':36}" + "".join(f"{c:>16}" for c in benches), flush=True)
+            for add_label, del_label, case, ours_only in CASES:
+                adds: dict[str, list[float]] = {c: [] for c in benches}
+                dels: dict[str, list[float]] = {c: [] for c in benches}
+                burst = add_label.startswith("8 pods")
+                for column, bench in benches.items():
+                    if ours_only and column == "go":
+                        continue
+                    try:
+                        if not burst:  # the burst comes last: caches are warm
+                            case(bench)  # warm the page cache
+                        for _ in range(burst_runs if burst else runs):
+                            a, d = case(bench)
+                            adds[column].append(a)
+                            dels[column].append(d)
+                    except PluginError as exc:
+                        print(f"{column} {add_label}: {exc}", file=sys.stderr)
+                        print(exc.stderr[-3000:], file=sys.stderr)
+                        raise
+                rows = [(add_label, adds)] + ([(del_label, dels)] if del_label else [])
+                for label, samples in rows:
+                    cells = "".join(f"{ms(samples[c]):>16}" for c in benches)
+                    print(f"{label:36}{cells}", flush=True)
+            versions: dict[str, list[float]] = {c: [] for c in benches}
+            launchers = {
+                "warm": (warm_bins / "sriov", warm_env),
+                "direct": (direct_bins / "sriov", base),
+                "go": (DEBIAN_BIN / "host-device", base),
+            }
+            today = plugin_bin_dir(lab.dir) / "sriov"
+            today_samples: list[float] = []
+            for _ in range(max(runs, 10)):
+                for column in benches:
+                    binary, env = launchers[column]
+                    versions[column].append(version_time(binary, env))
+                today_samples.append(version_time(today, base))
+            cells = "".join(f"{ms(versions[c]):>16}" for c in benches)
+            print(f"{'VERSION':36}{cells}")
+            print(f"{'VERSION, console script (before)':36}{ms(today_samples):>16}")
             print(f"load average at the end {load_average()}")
         finally:
+            agent.stop(lab.dir)
             daemon.stop(lab.dir)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
-    run(parser.parse_args().runs)
+    parser.add_argument(
+        "--burst-runs",
+        type=int,
+        default=5,
+        help="runs of the 8 pods x 8 NICs case (the longest)",
+    )
+    parser.add_argument(
+        "--columns",
+        default="warm,direct,go",
+        help="comma-separated subset of warm,direct,go",
+    )
+    args = parser.parse_args()
+    run(args.runs, args.columns.split(","), args.burst_runs)
 
 
 if __name__ == "__main__":

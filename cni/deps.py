@@ -1,23 +1,18 @@
 # SPDX-License-Identifier: Apache-2.0
 """The one place that builds a plugin's dependencies (the AWS VPC CNI split).
 
-``cmd_add(args)`` calls ``real_deps(env)`` and hands the result to the domain
-function; tests build a ``Deps`` of their own. Adapters are imported inside
-``real_deps`` so that VERSION and config errors never load pyroute2 or grpc.
-
-The simulated host is an explicit product mode, not a hidden backdoor: when
-``RAILYARD_SIM_ROOT`` names a lab directory that carries the lab's marker file,
-sysfs is read under ``<lab>/sys`` and the PF-side VF settings, GUIDs and RDMA
-netlink go to the recording seam in ``railyard_sim.recording``. Every other line
-(links, netns, probes, locks, caches, IPAM) is the production path. A WARNING is
-logged on every call so a node never runs simulated by accident.
+A plugin's commands get their ``Deps`` from a factory (``DepsFactory``); the
+default one, ``default_deps``, builds the production adapters with
+``real_deps(env)``. Tests and the simulated host pass a factory of their own
+(constructor injection, as rdma-cni's main does), so this module knows no
+other host than the real one. Adapters are imported inside ``real_deps`` so
+that VERSION and config errors never load pyroute2 or grpc.
 """
 
 from __future__ import annotations
 
-import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -25,11 +20,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from cni.kernel import DeviceWaiter, Links, Netns, Probes, RdmaOps, VfOps
     from cni.kernel.sysfs import Sysfs
+    from cni.skel import CmdArgs
 
-log = logging.getLogger(__name__)
-
-SIM_ROOT_ENV = "RAILYARD_SIM_ROOT"
-SIM_MARKER = "railyard-sim.marker"
 STATE_DIR_ENV = "RAILYARD_STATE_DIR"
 DEFAULT_STATE_DIR = Path("/var/lib/cni/railyard")
 
@@ -51,62 +43,59 @@ class Deps:
         self.links.close()
 
 
-def sim_root(env: Mapping[str, str]) -> Path | None:
-    """The lab directory when the simulated host is selected and real, else None."""
-    raw = env.get(SIM_ROOT_ENV, "")
-    if not raw:
-        return None
-    root = Path(raw)
-    if not (root / SIM_MARKER).is_file():
-        log.warning(
-            "%s=%s ignored: no %s in it; using the real host",
-            SIM_ROOT_ENV,
-            raw,
-            SIM_MARKER,
-        )
-        return None
-    return root
+#: Builds the deps of one command from its arguments (env included).
+DepsFactory = Callable[["CmdArgs"], Deps]
 
 
-def state_dir(env: Mapping[str, str]) -> Path:
+def state_dir(env: Mapping[str, str], default: Path = DEFAULT_STATE_DIR) -> Path:
+    """``RAILYARD_STATE_DIR`` when set, else ``default``."""
     raw = env.get(STATE_DIR_ENV, "")
-    if raw:
-        return Path(raw)
-    lab = sim_root(env)
-    return lab / "state" if lab else DEFAULT_STATE_DIR
+    return Path(raw) if raw else default
 
 
-def real_deps(env: Mapping[str, str] | None = None) -> Deps:
-    """Build the production dependencies, or the simulated host's (see module doc)."""
+def real_deps(
+    env: Mapping[str, str] | None = None,
+    *,
+    sysfs: Sysfs | None = None,
+    vf: VfOps | None = None,
+    rdma: RdmaOps | None = None,
+    default_state_dir: Path = DEFAULT_STATE_DIR,
+) -> Deps:
+    """The production adapters; a caller may inject its own sysfs, VF or RDMA ops.
+
+    Links, netns, probes, udev, locks and caches are always the real ones.
+    """
     env = os.environ if env is None else env
     from cni.kernel.links import PyRoute2Links
     from cni.kernel.netns import Namespaces
     from cni.kernel.probes import RawProbes
-    from cni.kernel.sysfs import Sysfs
     from cni.kernel.udev import UdevWaiter
 
-    lab = sim_root(env)
-    if lab is not None:
-        log.warning("SIMULATED HOST: sysfs under %s/sys, VF/RDMA ops recorded", lab)
-        from railyard_sim.recording import RecordingRdmaOps, RecordingVfOps
-
-        sysfs = Sysfs(root=lab / "sys")
-        vf: VfOps = RecordingVfOps(lab)
-        rdma: RdmaOps = RecordingRdmaOps(lab)
-    else:
-        from cni.kernel.rdma import NetlinkRdmaOps
-        from cni.kernel.vf import PyRoute2VfOps
+    if sysfs is None:
+        from cni.kernel.sysfs import Sysfs
 
         sysfs = Sysfs()
+    if vf is None:
+        from cni.kernel.vf import PyRoute2VfOps
+
         vf = PyRoute2VfOps(sysfs)
+    if rdma is None:
+        from cni.kernel.rdma import NetlinkRdmaOps
+
         rdma = NetlinkRdmaOps()
+    links = PyRoute2Links()
     return Deps(
-        links=PyRoute2Links(),
-        netns=Namespaces(),
+        links=links,
+        netns=Namespaces(links),
         probes=RawProbes(),
         vf=vf,
         rdma=rdma,
         waiter=UdevWaiter(sysfs),
         sysfs=sysfs,
-        state_dir=state_dir(env),
+        state_dir=state_dir(env, default_state_dir),
     )
+
+
+def default_deps(args: CmdArgs) -> Deps:
+    """The production ``DepsFactory``: ``real_deps`` over the command's env."""
+    return real_deps(args.env)

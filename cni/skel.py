@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """The CNI plugin skeleton: env + stdin in, one JSON document on stdout out.
 
-Does what Go ``pkg/skel`` does (SPEC.md "Parameters", peers.md 5.1) with the
+Does what Go ``pkg/skel`` does (SPEC.md "Parameters") with the
 same codes and messages, so runtimes and their logs see no difference:
 
 - env: ``required env variables [CNI_X,CNI_Y] missing`` (4) per command;
@@ -41,7 +41,7 @@ Stdout is written once, at the end, through ``cni.deadline.OutputOnce``.
 
 Cold start (runtimes such as podman exec VERSION before every ADD and DEL):
 ``run_plugin``/``main`` accept, instead of a ``PluginFuncs``, a function that
-returns one, e.g. ``lambda: import_module("cni.plugins.x.commands").FUNCS``;
+returns one, e.g. ``lambda: import_module("cni.plugins.x.commands").plugin_funcs()``;
 it is called only once env and stdin passed the generic checks, so VERSION, -v
 and env/decode errors never import the plugin's commands. ``main`` freezes the
 garbage collector's view of the heap before the process exits: the

@@ -27,12 +27,23 @@ Result versions (SPEC.md "Result", Go ``pkg/types/{020,040,100}``):
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from cni.errors import DECODE_FAILURE, INCOMPATIBLE_VERSION, INVALID_CONFIG, CniError
 from cni.version import ALL, READABLE, parse
+
+#: A full PCI function address, DDDD:BB:DD.F ("0000:af:00.2"): the one
+#: validator of ``deviceID`` and of every address sysfs is asked about.
+PCI_ADDRESS = re.compile(r"[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]")
+
+
+def is_pci_address(value: str) -> bool:
+    """True for a full PCI function address such as ``0000:af:00.2``."""
+    return PCI_ADDRESS.fullmatch(value) is not None
+
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPInterface = ipaddress.IPv4Interface | ipaddress.IPv6Interface

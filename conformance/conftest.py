@@ -6,11 +6,14 @@ judged as *installed* binaries, so a packaging mistake fails it. Where they come
 from, first match wins:
 
 1. ``CONFORMANCE_CNI_BIN=<dir>`` (or ``--cni-bin-dir``): any directory holding
-   ``sriov``/``ib-sriov``/``rdma`` (another build, another vendor's binaries);
-   ``railyard-sim`` and ``ipamd`` are then looked up in
-   ``CONFORMANCE_TOOLS_DIR`` or on PATH.
+   ``sriov``/``ib-sriov``/``rdma`` (another build); ``railyard-sim`` and
+   ``ipamd`` are then looked up in ``CONFORMANCE_TOOLS_DIR`` or on PATH.
 2. ``RAILYARD_CNI_BIN`` + ``RAILYARD_PREFIX``: the node installation ``./dev test``
-   made with packaging/install.sh (``/opt/cni/bin``, ``/opt/railyard``).
+   made with packaging/install.sh --with-sim (``/opt/cni/bin``, ``/opt/railyard``).
+
+Our subjects run on the simulated host, so they are exec'd from the lab's CNI
+bin dir: launchers the installed ``railyard-sim up`` writes, running the
+installed plugins with the simulated host's dependencies injected.
 3. Otherwise packaging/install.sh installs into a session temp dir, and
    packaging/uninstall.sh removes it at the end.
 
@@ -127,6 +130,7 @@ def installation(
             str(cni_bin),
             "--bin-dir",
             "none",
+            "--with-sim",
             str(REPO),
         ],
         capture_output=True,
@@ -175,9 +179,9 @@ def subject_pool(
             # Requested lazily, so a run of the Go subjects alone installs
             # nothing; being set up after `installation`, the lab is also torn
             # down before it (railyard-sim lives in the installed venv).
-            inst: Installation = request.getfixturevalue("installation")
+            request.getfixturevalue("installation")
             host = request.getfixturevalue("railyard_lab")
-            built[name] = host.subject(name, [inst.cni_bin], workdir)
+            built[name] = host.subject(name, workdir)
         return built[name]
 
     try:

@@ -5,8 +5,10 @@ Standard library + pytest. ``railyard-sim up --lab DIR`` (the installed
 command, not the source tree) builds the simulated host and starts its ipamd;
 this module only reads what any operator can read: ``<lab>/lab.json`` (rails,
 VF PCI addresses, netdev names, pools), the socket ``<lab>/ipamd.sock``, and
-``ipamd alloc list`` for evidence that an address was released. Plugins get
-``RAILYARD_SIM_ROOT=<lab>``, the documented selector of the simulated host.
+``ipamd alloc list`` for evidence that an address was released. Our plugins
+are exec'd from ``<lab>/cni-bin``: the launchers ``railyard-sim up`` wrote,
+run by the installed interpreter (the installed plugins with the simulated
+host's dependencies injected).
 """
 
 from __future__ import annotations
@@ -72,13 +74,17 @@ class RailyardHost:
                 self.free[rail["kind"]].append(vf)
                 self.rail_of[vf["pci"]] = rail
 
-    def subject(self, name: str, bin_dirs: list[Path], workdir: Path) -> Subject:
+    @property
+    def bin_dir(self) -> Path:
+        """The lab's CNI bin dir: our plugins running on this simulated host."""
+        return self.lab / "cni-bin"
+
+    def subject(self, name: str, workdir: Path) -> Subject:
         cls = {"sriov": Sriov, "ib-sriov": IbSriov, "rdma": RdmaChained}[name]
-        return cls(self, bin_dirs, workdir)
+        return cls(self, [self.bin_dir], workdir)
 
     def env(self, workdir: Path) -> dict[str, str]:
         return {
-            "RAILYARD_SIM_ROOT": str(self.lab),
             "RAILYARD_STATE_DIR": str(workdir / "state"),
             "RAILYARD_IPAMD_SOCKET": self.socket,
             "RAILYARD_NODE_NAME": "rc-node",

@@ -95,13 +95,19 @@ def test_install_reinstall_and_uninstall_touch_only_what_install_made(
     python = prefix / "venv" / "bin" / "python"
     for name in PLUGINS:
         launcher = (cni_bin / name).read_text().splitlines()
-        # Absolute interpreter, isolated mode: the runtime's env can't steer it.
-        assert launcher[0] == f"#!{python} -I"
-    assert os.readlink(bin_dir / "ipamd") == str(prefix / "venv" / "bin" / "ipamd")
-    assert os.readlink(bin_dir / "railyard-sim") == str(
-        prefix / "venv" / "bin" / "railyard-sim"
+        # Absolute interpreter, isolated mode without site-packages: the
+        # runtime's env can't steer it and the shim imports the stdlib only.
+        assert launcher[0] == f"#!{python} -IS"
+        assert f'railyard-cni launcher for CNI type "{name}"' in launcher[1]
+    for tool in ("ipamd", "railyard-agent"):
+        assert os.readlink(bin_dir / tool) == str(prefix / "venv" / "bin" / tool)
+    assert os.readlink(bin_dir / "railyard") == str(
+        prefix / "venv" / "bin" / "railyard"
     )
     site = next((prefix / "venv" / "lib").glob("python3*/site-packages"))
+    # The simulated host is not part of a node unless asked for (--with-sim).
+    assert not (bin_dir / "railyard-sim").exists()
+    assert not (site / "railyard_sim").exists()
     assert list(
         (site / "cni" / "plugins" / "sriov" / "__pycache__").glob("__main__*.pyc")
     )
@@ -124,8 +130,38 @@ def test_install_reinstall_and_uninstall_touch_only_what_install_made(
     )
 
     manifest = (prefix / "install-manifest.txt").read_text()
-    again = install(prefix, cni_bin, bin_dir)  # re-install = upgrade, no --force needed
+    # A plugin call in progress while the node is upgraded (multus #1221: "Text
+    # file busy"): the shim runs (direct mode, waiting for its stdin) while
+    # install.sh replaces it; both succeed, the call sees the old file whole.
+    busy = subprocess.Popen(
+        [str(cni_bin / "railyard-ipam")],
+        env={
+            "CNI_COMMAND": "ADD",
+            "CNI_CONTAINERID": "busy",
+            "CNI_NETNS": "/proc/1/ns/net",
+            "CNI_IFNAME": "net1",
+            "CNI_PATH": str(cni_bin),
+            "RAILYARD_AGENT_SOCKET": str(tmp_path / "no-agent.sock"),
+        },
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    # Re-install = upgrade, no --force needed; here with the simulated host.
+    again = install(prefix, cni_bin, bin_dir, "--with-sim")
+    out, err = busy.communicate(b"{not json", timeout=60)
     assert again.returncode == 0, again.stderr
+    assert b'"code": 6' in out and busy.returncode == 1, (out, err)
+    sim_link = f"link\t{bin_dir / 'railyard-sim'}\t{prefix / 'venv/bin/railyard-sim'}"
+    assert sorted((prefix / "install-manifest.txt").read_text().splitlines()) == sorted(
+        [*manifest.splitlines(), sim_link]
+    )
+    assert (site / "railyard_sim" / "launchers.py").is_file()
+    # Without the flag again: the simulator and its link go, the rest is as before.
+    plain = install(prefix, cni_bin, bin_dir)
+    assert plain.returncode == 0, plain.stderr
+    assert not (site / "railyard_sim").exists()
+    assert not (bin_dir / "railyard-sim").exists()
     assert sorted((prefix / "install-manifest.txt").read_text().splitlines()) == sorted(
         manifest.splitlines()
     )
@@ -175,6 +211,38 @@ def test_kubernetes_manifests_parse_and_describe_the_topology() -> None:
     assert all(p["kind"] == "SpiderIPPool" for p in pools)
 
 
+def test_node_daemonset_runs_the_agent_as_the_warm_path_needs() -> None:
+    yaml = pytest.importorskip("yaml")
+    (ds,) = [
+        d
+        for d in yaml.safe_load_all(
+            (PACKAGING / "k8s" / "node-daemonset.yaml").read_text()
+        )
+        if d["kind"] == "DaemonSet"
+    ]
+    spec = ds["spec"]["template"]["spec"]
+    assert spec["hostNetwork"] is True and spec["hostPID"] is True
+    (agent,) = [c for c in spec["containers"] if c["name"] == "agent"]
+    assert agent["command"] == ["/opt/railyard/venv/bin/railyard-agent"]
+    assert agent["securityContext"]["privileged"] is True
+    # Guaranteed QoS: every request equals its limit.
+    assert agent["resources"]["requests"] == agent["resources"]["limits"]
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    mounts = {m["mountPath"]: m for m in agent["volumeMounts"]}
+    for netns_dir in ("/run/netns", "/var/run/netns"):
+        mount = mounts[netns_dir]
+        assert mount["mountPropagation"] == "HostToContainer"
+        assert volumes[mount["name"]]["hostPath"]["path"] == netns_dir
+
+
+def test_systemd_unit_runs_the_agent_in_a_private_socket_dir() -> None:
+    unit = (PACKAGING / "systemd" / "railyard-agent.service").read_text()
+    assert "--socket /run/railyard/agent/agent.sock" in unit
+    assert "RuntimeDirectory=railyard/agent" in unit
+    assert "RuntimeDirectoryMode=0700" in unit
+    assert "Restart=always" in unit
+
+
 def test_systemd_unit_runs_ipamd_on_the_node_socket() -> None:
     unit = (PACKAGING / "systemd" / "railyard-ipamd.service").read_text()
     assert "--db sqlite:////var/lib/railyard/ipam.db" in unit
@@ -193,14 +261,17 @@ def test_systemd_unit_runs_ipamd_on_the_node_socket() -> None:
 )
 def test_systemd_unit_passes_systemd_analyze_verify(tmp_path: Path) -> None:
     # verify insists the ExecStart binary exists: point it at a stand-in.
-    fake = tmp_path / "ipamd"
-    fake.write_text("#!/bin/sh\n")
-    fake.chmod(0o755)
-    unit = (PACKAGING / "systemd" / "railyard-ipamd.service").read_text()
-    copy = tmp_path / "railyard-ipamd.service"
-    copy.write_text(unit.replace("/opt/railyard/venv/bin/ipamd", str(fake)))
-    proc = subprocess.run(
-        ["systemd-analyze", "verify", str(copy)], capture_output=True, text=True
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stderr.strip() == "", proc.stderr
+    for name in ("ipamd", "railyard-agent"):
+        fake = tmp_path / name
+        fake.write_text("#!/bin/sh\n")
+        fake.chmod(0o755)
+        unit = (
+            PACKAGING / "systemd" / f"railyard-{name.removeprefix('railyard-')}.service"
+        ).read_text()
+        copy = tmp_path / f"railyard-{name.removeprefix('railyard-')}.service"
+        copy.write_text(unit.replace(f"/opt/railyard/venv/bin/{name}", str(fake)))
+        proc = subprocess.run(
+            ["systemd-analyze", "verify", str(copy)], capture_output=True, text=True
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stderr.strip() == "", proc.stderr

@@ -3,7 +3,8 @@
 
 Server-side tool (imports click, grpc). Admin commands talk to the running
 daemon over its socket (``--socket`` / env RAILYARD_IPAMD_SOCKET), never to the
-database behind its back, so they see exactly what allocations see. Output is
+database behind its back, so they see exactly what allocations see (``db``
+works on the database itself, for moves between stores). Output is
 a human table by default and JSON with ``--json``; errors exit non-zero with
 ipamd's reason on stderr.
 """
@@ -20,12 +21,22 @@ from typing import Any, TypeVar, cast
 
 import click
 
-from ipamd.settings import DEFAULT_DB_URL, DEFAULT_SOCKET, SOCKET_ENV, Settings
+from ipamd.settings import (
+    DB_ENV,
+    DEFAULT_DB_URL,
+    DEFAULT_SOCKET,
+    SOCKET_ENV,
+    Settings,
+)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+#: Seconds an admin command keeps retrying when no replica answers: enough for
+#: a standby to take over, short enough for a person waiting at a prompt.
+CLI_RETRY_WINDOW = 3.0
 
-@click.group()
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="railyard-cni", prog_name="ipamd")
 def main() -> None:
     """ipamd: the Railyard IP pool daemon (Spiderpool's SpiderIPPool model)."""
@@ -37,7 +48,10 @@ def main() -> None:
     "db_url",
     default=DEFAULT_DB_URL,
     show_default=True,
-    help="SQLAlchemy URL of the store ('memory' for a throwaway one).",
+    envvar=DB_ENV,
+    help="SQLAlchemy URL of the store: sqlite:////path, "
+    "postgresql+psycopg://user:password@host/db, or 'memory' "
+    f"(env {DB_ENV}, which keeps a password out of the process list).",
 )
 @click.option(
     "--listen",
@@ -58,6 +72,18 @@ def main() -> None:
     show_default=True,
     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]),
 )
+@click.option(
+    "--lease-ttl",
+    default=1.0,
+    show_default=True,
+    type=click.FloatRange(0.2, 60.0),
+    help="Seconds a dead or hung active replica keeps the writer lease.",
+)
+@click.option(
+    "--health-listen",
+    default="",
+    help="host:port of an HTTP probe endpoint (/readyz: 200 when active).",
+)
 def serve(
     db_url: str,
     listen: str,
@@ -65,6 +91,8 @@ def serve(
     tls_key: Path | None,
     client_ca: Path | None,
     log_level: str,
+    lease_ttl: float,
+    health_listen: str,
 ) -> None:
     """Run the daemon until SIGTERM."""
     from ipamd.server import ConfigError
@@ -81,6 +109,8 @@ def serve(
         tls_cert=tls_cert,
         tls_key=tls_key,
         client_ca=client_ca,
+        lease_ttl=lease_ttl,
+        health_listen=health_listen,
     )
     try:
         run(settings)
@@ -100,7 +130,8 @@ def _admin(func: F) -> F:
         envvar=SOCKET_ENV,
         default=str(DEFAULT_SOCKET),
         show_default=True,
-        help=f"ipamd socket path or host:port (env {SOCKET_ENV}).",
+        help=f"ipamd socket path or host:port, comma-separated for replicas "
+        f"(env {SOCKET_ENV}).",
     )
     @click.option(
         "--tls-ca",
@@ -125,23 +156,58 @@ def _admin(func: F) -> F:
         as_json: bool,
         **kwargs: Any,
     ) -> Any:
-        import grpc
-
-        from cni.ipam.grpc_client import IpamdClient
+        from ipamd.client import IpamdCallError, IpamdClient
 
         try:
-            with IpamdClient(target, timeout, tls_ca, tls_cert, tls_key) as client:
+            client = IpamdClient(
+                target,
+                timeout,
+                tls_ca,
+                tls_cert,
+                tls_key,
+                retry_window=min(timeout, CLI_RETRY_WINDOW),
+            )
+            with client:
                 return func(client=client, as_json=as_json, **kwargs)
-        except grpc.RpcError as err:
-            code = err.code().name if hasattr(err, "code") else "ERROR"
-            details = err.details() if hasattr(err, "details") else str(err)
-            raise click.ClickException(f"{code}: {details}") from None
+        except IpamdCallError as err:
+            raise click.ClickException(explain(err)) from None
+        except OSError as exc:  # a TLS file that cannot be read
+            raise click.ClickException(
+                f"{exc.filename or 'ipamd'}: {exc.strerror or exc}"
+            ) from None
+        except ValueError as exc:  # no endpoint in --socket
+            raise click.BadParameter(str(exc), param_hint="--socket") from None
 
     return cast(F, wrapper)  # functools.wraps kept the signature click reads
 
 
+def explain(err: Any) -> str:
+    """One line for a failed call (an ``ipamd.client.IpamdCallError``)."""
+    from ipamd.client import MAX_MESSAGE_BYTES
+
+    if err.unreachable:
+        where = ", ".join(dict.fromkeys(a.target for a in err.attempts))
+        return (
+            f"ipamd is not reachable at {where} ({err.code.name}: {err.details}"
+            f"{f', for {err.gave_up_after:.1f}s' if err.gave_up_after else ''}); "
+            f"point the CLI at its socket with --socket PATH or {SOCKET_ENV}=PATH "
+            "(several replicas: comma-separated)"
+        )
+    if err.code.name == "RESOURCE_EXHAUSTED" and "larger than max" in err.details:
+        return (
+            f"the request is larger than ipamd accepts ({MAX_MESSAGE_BYTES // 2**20} "
+            "MiB): write consecutive addresses in ips/excludeIPs as one range "
+            "'first-last' instead of one per line, or split the file"
+        )
+    # One line whatever the daemon said (its reasons are one line; this keeps
+    # an older daemon's multi-line ones from breaking scripts reading stderr).
+    return f"{err.code.name}: {' '.join(err.details.split())}"
+
+
 def _call(client: Any, method: str, request: Any) -> Any:
-    return getattr(client.stub, method)(request, timeout=client.timeout)
+    # Reads and declarative applies are safe to resend after a timeout.
+    idempotent = method.startswith(("Get", "List", "Apply", "Status"))
+    return client.call(method, request, idempotent=idempotent)
 
 
 def _pb() -> Any:
@@ -209,7 +275,14 @@ def pool() -> None:
 @_admin
 def pool_apply(client: Any, as_json: bool, path: str, dry_run: bool) -> None:
     """Create or update pools and reserved IPs from Spiderpool YAML."""
-    text = click.open_file(path).read()
+    from ipamd.manifest import check_nesting
+    from ipamd.pools import PoolError
+
+    text = read_manifest(path)
+    try:
+        check_nesting(text)
+    except PoolError as exc:
+        raise click.ClickException(f"{_name(path)}: {exc}") from None
     pb = _pb()
     reply = _call(
         client,
@@ -234,6 +307,51 @@ def pool_apply(client: Any, as_json: bool, path: str, dry_run: bool) -> None:
     ):
         for name in names:
             click.echo(f"{name} {verb}{suffix}")
+
+
+def _name(path: str) -> str:
+    return "standard input" if path == "-" else path
+
+
+def read_manifest(path: str) -> str:
+    """The pool file as text, or a one-line error naming the file and what is
+    wrong with it: ipamd reads UTF-8 (with or without a byte-order mark), as
+    kubectl does, and refuses a request over the gRPC message limit."""
+    from ipamd.client import MAX_MESSAGE_BYTES
+
+    name = _name(path)
+    try:
+        with click.open_file(path, "rb") as stream:
+            # One byte past the limit is enough to know it is too large.
+            raw: bytes = stream.read(MAX_MESSAGE_BYTES + 1)
+    except OSError as exc:
+        raise click.ClickException(f"{name}: {exc.strerror or exc}") from None
+    if len(raw) > MAX_MESSAGE_BYTES - 1024:  # room for the request's other fields
+        raise click.ClickException(
+            f"{name} is larger than ipamd accepts in one apply "
+            f"({MAX_MESSAGE_BYTES // 2**20} MiB): write consecutive addresses in "
+            "ips/excludeIPs as one range 'first-last' instead of one per line, or "
+            "split the file"
+        )
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise click.ClickException(
+            f"{name} is UTF-16 (it starts with a UTF-16 byte-order mark); ipamd "
+            f"reads UTF-8: convert it, e.g. iconv -f UTF-16 -t UTF-8 {name}"
+        )
+    if b"\x00" in raw:
+        raise click.ClickException(
+            f"{name} holds NUL bytes: it is not a UTF-8 text file (UTF-16 without "
+            f"a byte-order mark?); convert it, e.g. iconv -f UTF-16LE -t UTF-8 {name}"
+        )
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise click.ClickException(
+            f"{name} is not UTF-8: byte 0x{raw[exc.start]:02x} on line {line} "
+            f"(offset {exc.start}) is not valid UTF-8; if the file is Latin-1, "
+            f"convert it, e.g. iconv -f LATIN1 -t UTF-8 {name}"
+        ) from None
 
 
 @pool.command("list")
@@ -495,8 +613,8 @@ def gc(
 @_admin
 def status(client: Any, as_json: bool) -> None:
     """Daemon health (exit 1 when not ready)."""
-    pb = _pb()
-    reply = _call(client, "Status", pb.StatusRequest(client_version=_version()))
+    # The active replica's answer when there are several (standbys: not ready).
+    reply = client.status()
     data = {
         "ready": reply.ready,
         "message": reply.message,
@@ -504,6 +622,9 @@ def status(client: Any, as_json: bool) -> None:
         "apiVersion": reply.api_version,
         "pools": reply.pools,
         "allocations": reply.allocations,
+        "role": reply.role,
+        "leaseHolder": reply.lease_holder,
+        "database": reply.database,
     }
     if as_json:
         _echo_json(data)
@@ -512,3 +633,106 @@ def status(client: Any, as_json: bool) -> None:
             click.echo(f"{key:<14}{val}")
     if not reply.ready:
         sys.exit(1)
+
+
+# -- database moves --------------------------------------------------------
+
+
+@main.group()
+def db() -> None:
+    """Export and import a database (e.g. SQLite -> PostgreSQL and back)."""
+
+
+_DB_OPTION = click.option(
+    "--db",
+    "db_url",
+    default=DEFAULT_DB_URL,
+    show_default=True,
+    envvar=DB_ENV,
+    help=f"SQLAlchemy URL of the database (env {DB_ENV}).",
+)
+
+
+def _open_db(db_url: str) -> Any:
+    from ipamd.server import ConfigError, open_store
+
+    try:
+        return open_store(db_url)
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+@db.command("dump")
+@_DB_OPTION
+@click.option(
+    "-o", "--output", type=click.File("w"), default="-", help="file (default stdout)"
+)
+def db_dump(db_url: str, output: Any) -> None:
+    """Write pools, reserved IPs and allocations as portable JSON.
+
+    Safe while ipamd runs: it reads one consistent snapshot.
+    """
+    from ipamd.store.portable import to_dump
+
+    store = _open_db(db_url)
+    try:
+        snap = store.load()
+    finally:
+        store.close()
+    json.dump(to_dump(snap), output, indent=1, sort_keys=True)
+    output.write("\n")
+    click.echo(
+        f"dumped {len(snap.pools)} pools, {len(snap.reserved)} reserved IPs, "
+        f"{len(snap.allocations)} allocations from {store.describe()}",
+        err=True,
+    )
+
+
+@db.command("load")
+@_DB_OPTION
+@click.argument("path", type=click.File("r"))
+def db_load(db_url: str, path: Any) -> None:
+    """Load a dump into an empty database, while no ipamd runs on it."""
+    from ipamd.allocator import AllocState
+    from ipamd.errors import IpamdError
+    from ipamd.pools import PoolError
+    from ipamd.store import StoreError
+    from ipamd.store.portable import DumpError, from_dump, load_ops
+
+    try:
+        snap = from_dump(json.load(path))
+        AllocState(snap)  # the same validation the daemon applies at start
+    except (ValueError, DumpError, IpamdError, PoolError) as exc:
+        raise click.ClickException(f"{path.name}: {exc}") from None
+    store = _open_db(db_url)
+    try:
+        lease = store.read_lease()
+        if lease.remaining > 0:
+            raise click.ClickException(
+                f"ipamd {lease.holder} is active on {store.describe()}; stop every "
+                "replica first (a running daemon would not see the loaded rows)"
+            )
+        # Holding the lease while loading keeps a replica started meanwhile
+        # a standby until the load is complete.
+        if store.acquire_lease("ipamd db load", 60.0).holder != "ipamd db load":
+            raise click.ClickException("an ipamd replica started meanwhile; stop it")
+        current = store.load()
+        if current.pools or current.reserved or current.allocations:
+            raise click.ClickException(
+                f"{store.describe()} is not empty ({len(current.pools)} pools, "
+                f"{len(current.allocations)} allocations); load into a new database"
+            )
+        store.apply(load_ops(snap))
+    except StoreError as exc:
+        raise click.ClickException(f"{store.describe()}: {exc}") from None
+    finally:
+        try:
+            store.release_lease()
+        except StoreError:
+            pass  # it expires by itself
+        store.close()
+    click.echo(
+        f"loaded {len(snap.pools)} pools, {len(snap.reserved)} reserved IPs, "
+        f"{len(snap.allocations)} allocations into {store.describe()}",
+        err=True,
+    )

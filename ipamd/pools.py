@@ -29,6 +29,31 @@ class PoolError(ValueError):
     """A pool or reserved-IP spec is invalid; the message is the reason."""
 
 
+#: Entries in one address or name list (``ips``, ``excludeIPs``, ``nodeName``,
+#: ...). A pool is written with ranges; a list longer than this is a generated
+#: file gone wrong, and it would cost the daemon memory and the writer time.
+MAX_LIST_ENTRIES = 10_000
+MAX_ROUTES = 256
+
+# A pod address is unicast: these blocks are refused in a pool's addresses.
+_MULTICAST = {
+    4: ipaddress.ip_network("224.0.0.0/4"),
+    6: ipaddress.ip_network("ff00::/8"),
+}
+
+
+def brief(text: str, limit: int = 500) -> str:
+    """``text`` cut to ``limit`` characters, for a reason sent or logged."""
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
+
+
+def shown(raw: Any, limit: int = 60) -> str:
+    """``raw`` quoted for an error message, cut to ``limit`` characters: an
+    error must never echo a megabyte of input back to the operator."""
+    text = repr(raw)
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
+
+
 @dataclass(frozen=True, slots=True)
 class Route:
     dst: IPNetwork
@@ -88,16 +113,20 @@ class ReservedIP:
 
 
 def _version(raw: Any, where: str) -> int | None:
-    """``ipVersion`` as 4/6; the older doc forms ``ipv4``/``IPv6`` too."""
-    if raw is None or raw == "" or raw == 0:
+    """``ipVersion`` as Spiderpool types it: the integer 4 or 6, or absent
+    (None: derived from the subnet or the addresses)."""
+    if raw is None:
         return None
-    if isinstance(raw, int) and raw in (4, 6):
+    if type(raw) is int and raw in (4, 6):
         return raw
-    if isinstance(raw, str):
-        text = raw.strip().lower().removeprefix("ipv")
-        if text in ("4", "6"):
-            return int(text)
-    raise PoolError(f"{where}: invalid 'spec.ipVersion' {raw!r}, must be 4 or 6")
+    hint = ""
+    if isinstance(raw, str) and raw.strip().lower().removeprefix("ipv") in ("4", "6"):
+        # Older guides write `ipVersion: ipv4` or quote the number.
+        hint = f" (write {raw.strip()[-1]} without quotes or 'ipv')"
+    raise PoolError(
+        f"{where}: invalid 'spec.ipVersion' {shown(raw)}: must be the integer 4 or "
+        f"6, or absent to follow the addresses{hint}"
+    )
 
 
 def _strings(raw: Any, key: str, where: str) -> tuple[str, ...]:
@@ -105,6 +134,12 @@ def _strings(raw: Any, key: str, where: str) -> tuple[str, ...]:
         return ()
     if not isinstance(raw, list) or not all(isinstance(x, str) for x in raw):
         raise PoolError(f"{where}: 'spec.{key}' must be a list of strings")
+    if len(raw) > MAX_LIST_ENTRIES:
+        raise PoolError(
+            f"{where}: 'spec.{key}' has {len(raw)} entries, at most "
+            f"{MAX_LIST_ENTRIES} are accepted; write consecutive addresses as "
+            "one range 'first-last'"
+        )
     return tuple(raw)
 
 
@@ -112,14 +147,36 @@ def _bool(raw: Any, key: str, where: str) -> bool:
     if raw is None:
         return False
     if not isinstance(raw, bool):
-        raise PoolError(f"{where}: 'spec.{key}' must be true or false, got {raw!r}")
+        raise PoolError(
+            f"{where}: 'spec.{key}' must be true or false, got {shown(raw)}"
+        )
     return raw
 
 
 def _check_name(name: Any, kind: str) -> str:
-    if not isinstance(name, str) or not _NAME.match(name):
-        raise PoolError(f"{kind}: invalid name {name!r} (lowercase RFC 1123 name)")
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise PoolError(f"{kind}: invalid name {shown(name)} (lowercase RFC 1123 name)")
     return name
+
+
+def _unicast(intervals: Sequence[Interval], version: int, key: str, where: str) -> None:
+    block = _MULTICAST[version]
+    common = ranges.intersect(
+        intervals, [(int(block.network_address), int(block.broadcast_address))]
+    )
+    if common:
+        bad = ranges.to_text(common, version)[0]
+        raise PoolError(
+            f"{where}: 'spec.{key}' {bad} is multicast ({block}); a pod address "
+            "must be unicast"
+        )
+
+
+def _network(raw: str, strict: bool) -> IPNetwork:
+    """A CIDR; a zone (``fe80::%eth0/64``) is refused, it names an interface."""
+    if "%" in raw:
+        raise ValueError("a zone (%...) names an interface, not an address")
+    return ipaddress.ip_network(raw.strip(), strict=strict)
 
 
 def _intervals(
@@ -131,7 +188,8 @@ def _intervals(
             out.append(ranges.parse_entry(entry, version))
         except ValueError as exc:
             raise PoolError(
-                f"{where}: invalid 'spec.{key}' entry {entry!r}: {exc}"
+                f"{where}: invalid 'spec.{key}' entry {shown(entry)}: "
+                f"{shown(str(exc), 120)[1:-1]}"
             ) from None
     return ranges.merge(out)
 
@@ -163,20 +221,29 @@ def pool_from_spec(name: str, spec: Mapping[str, Any]) -> Pool:
     if not isinstance(spec, Mapping):
         raise PoolError(f"{where}: 'spec' must be a mapping")
     for key in spec:
+        if not isinstance(key, str):
+            raise PoolError(f"{where}: unknown field 'spec.{shown(key)[1:-1]}'")
         if key in _SELECTOR_KEYS:
             raise PoolError(
                 f"{where}: 'spec.{key}' (a label selector) is not supported by "
                 "ipamd, which has no Kubernetes API; use nodeName/namespaceName"
             )
         if key not in _POOL_KEYS:
-            raise PoolError(f"{where}: unknown field 'spec.{key}'")
+            raise PoolError(f"{where}: unknown field 'spec.{shown(key)[1:-1]}'")
     subnet_raw = spec.get("subnet")
     if not isinstance(subnet_raw, str) or not subnet_raw:
         raise PoolError(f"{where}: 'spec.subnet' is required")
     try:
-        subnet = ipaddress.ip_network(subnet_raw.strip(), strict=False)
+        subnet = _network(subnet_raw, strict=False)
     except ValueError as exc:
-        raise PoolError(f"{where}: invalid 'spec.subnet' {subnet_raw}: {exc}") from None
+        raise PoolError(
+            f"{where}: invalid 'spec.subnet' {shown(subnet_raw)}: {exc}"
+        ) from None
+    if subnet.is_multicast:
+        raise PoolError(
+            f"{where}: 'spec.subnet' {subnet} is a multicast block; a pod address "
+            "must be unicast"
+        )
     version = _version(spec.get("ipVersion"), where) or subnet.version
     if version != subnet.version:
         raise PoolError(
@@ -185,6 +252,7 @@ def pool_from_spec(name: str, spec: Mapping[str, Any]) -> Pool:
     ips = _intervals(_strings(spec.get("ips"), "ips", where), version, "ips", where)
     if not ips:
         raise PoolError(f"{where}: 'spec.ips' is required")
+    _unicast(ips, version, "ips", where)
     net = [(int(subnet.network_address), int(subnet.broadcast_address))]
     outside = ranges.subtract(ips, net)
     if outside:
@@ -211,8 +279,13 @@ def pool_from_spec(name: str, spec: Mapping[str, Any]) -> Pool:
             gateway = ranges.parse_ip(str(gw_raw), version)
         except ValueError as exc:
             raise PoolError(
-                f"{where}: invalid 'spec.gateway' {gw_raw}: {exc}"
+                f"{where}: invalid 'spec.gateway' {shown(gw_raw)}: {exc}"
             ) from None
+        if gateway.is_multicast:
+            raise PoolError(
+                f"{where}: 'spec.gateway' {gateway} is multicast; a gateway is a "
+                "unicast address"
+            )
         if gateway not in subnet:
             raise PoolError(
                 f"{where}: 'spec.gateway' {gateway} not pertains to the "
@@ -246,6 +319,10 @@ def _routes(raw: Any, version: int, subnet: IPNetwork, where: str) -> tuple[Rout
         return ()
     if not isinstance(raw, list):
         raise PoolError(f"{where}: 'spec.routes' must be a list")
+    if len(raw) > MAX_ROUTES:
+        raise PoolError(
+            f"{where}: 'spec.routes' has {len(raw)} routes, at most {MAX_ROUTES}"
+        )
     out: list[Route] = []
     seen: set[IPNetwork] = set()
     for item in raw:
@@ -255,9 +332,11 @@ def _routes(raw: Any, version: int, subnet: IPNetwork, where: str) -> tuple[Rout
         dst_raw = item.get("dst", item.get("to"))
         gw_raw = item.get("gw", item.get("via"))
         try:
-            dst = ipaddress.ip_network(str(dst_raw).strip(), strict=True)
+            dst = _network(str(dst_raw), strict=True)
         except ValueError as exc:
-            raise PoolError(f"{where}: invalid route dst {dst_raw!r}: {exc}") from None
+            raise PoolError(
+                f"{where}: invalid route dst {shown(dst_raw)}: {exc}"
+            ) from None
         if dst.version != version:
             raise PoolError(f"{where}: route dst {dst} is not IPv{version}")
         if dst.prefixlen == 0:
@@ -274,7 +353,7 @@ def _routes(raw: Any, version: int, subnet: IPNetwork, where: str) -> tuple[Rout
                 gw = ranges.parse_ip(str(gw_raw), version)
             except ValueError as exc:
                 raise PoolError(
-                    f"{where}: invalid route gw {gw_raw!r}: {exc}"
+                    f"{where}: invalid route gw {shown(gw_raw)}: {exc}"
                 ) from None
             if gw not in subnet:
                 raise PoolError(
@@ -292,7 +371,7 @@ def reserved_from_spec(name: str, spec: Mapping[str, Any]) -> ReservedIP:
         raise PoolError(f"{where}: 'spec' must be a mapping")
     for key in spec:
         if key not in ("ipVersion", "ips"):
-            raise PoolError(f"{where}: unknown field 'spec.{key}'")
+            raise PoolError(f"{where}: unknown field 'spec.{shown(key)[1:-1]}'")
     entries = _strings(spec.get("ips"), "ips", where)
     if not entries:
         raise PoolError(f"{where}: 'spec.ips' is required")
@@ -302,7 +381,7 @@ def reserved_from_spec(name: str, spec: Mapping[str, Any]) -> ReservedIP:
             version = ranges.parse_ip(entries[0].partition("-")[0]).version
         except ValueError as exc:
             raise PoolError(
-                f"{where}: invalid 'spec.ips' entry {entries[0]!r}: {exc}"
+                f"{where}: invalid 'spec.ips' entry {shown(entries[0])}: {exc}"
             ) from None
     ips = _intervals(entries, version, "ips", where)
     return ReservedIP(name=name, version=version, ips=tuple(ips))

@@ -17,7 +17,16 @@ Interval = tuple[int, int]
 
 
 def parse_ip(text: str, version: int | None = None) -> IPAddress:
-    """An address, optionally required to be of ``version``; ValueError else."""
+    """An address, optionally required to be of ``version``; ValueError else.
+
+    A zone (``fe80::1%eth0``) is refused: it names an interface of one host,
+    and the same address without it is what a pod gets.
+    """
+    if "%" in text:
+        raise ValueError(
+            f"{text.strip()} has a zone (%...): zones name interfaces, they are "
+            "not part of an address"
+        )
     addr = ipaddress.ip_address(text.strip())
     if version is not None and addr.version != version:
         raise ValueError(f"{text} is not an IPv{version} address")

@@ -6,6 +6,10 @@ rules: a unix socket by default, created inside a 0700 directory and made
 0600 (the umask is tightened around bind so the socket is never briefly
 world-accessible); TCP only with TLS, and mutual TLS when a client CA is
 given (clusters where nodes reach one central ipamd).
+
+Replicas: any number of daemons may be started on one database; the engine
+makes exactly one of them active (see ``ipamd.engine``). The optional health
+endpoint lets Kubernetes route the Service to that one only.
 """
 
 from __future__ import annotations
@@ -13,19 +17,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import socket
 import stat
 import threading
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import grpc
 
-from ipamd.api.v1 import ipam_pb2_grpc as pb_grpc
 from ipamd.engine import Engine
-from ipamd.servicer import IpamServicer
+from ipamd.servicer import IpamServicer, add_to_server
 from ipamd.settings import Settings
-from ipamd.store import Store
+from ipamd.store import Store, StoreError
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +105,46 @@ class _LoopThread:
         self.loop.close()
 
 
+class _HealthServer:
+    """GET /readyz: 200 on the active replica, 503 on a standby; /livez: 200
+    while the writer runs. Plain HTTP (an httpGet probe needs no TLS)."""
+
+    def __init__(self, listen: str, engine: Engine) -> None:
+        host, _, port = listen.rpartition(":")
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+                if self.path == "/readyz":
+                    ok = engine.active
+                    body = engine.role.value if ok else str(engine.unavailable())
+                elif self.path == "/livez":
+                    ok = engine.alive
+                    body = "alive" if ok else "writer stopped"
+                else:
+                    self.send_error(404)
+                    return
+                data = (body + "\n").encode()
+                self.send_response(200 if ok else 503)
+                self.send_header("Content-Type", "text/plain")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass  # probes every few seconds would flood the log
+
+        self.httpd = ThreadingHTTPServer((host or "0.0.0.0", int(port)), Handler)
+        self.address = f"{host or '0.0.0.0'}:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(
+            target=self.httpd.serve_forever, name="ipamd-health", daemon=True
+        )
+        self.thread.start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
 @dataclass
 class Daemon:
     """A running ipamd: its gRPC server, event loop and engine."""
@@ -109,6 +154,7 @@ class Daemon:
     address: str  # what clients dial: "unix:///path" or "host:port"
     socket: Path | None = None
     _loop: _LoopThread | None = field(default=None, repr=False)
+    health: _HealthServer | None = field(default=None, repr=False)
 
     def stop(self, grace: float | None = 5.0) -> None:
         """Stop accepting, let in-flight RPCs finish within ``grace``, close."""
@@ -116,6 +162,8 @@ class Daemon:
             self._loop.run(self.server.stop(grace), timeout=None)
             self._loop.close()
             self._loop = None
+        if self.health is not None:
+            self.health.close()
         self.engine.stop()
         if self.socket is not None and self.socket.exists():
             self.socket.unlink()
@@ -132,13 +180,27 @@ def open_store(db_url: str) -> Store:
         Path(db_url.removeprefix("sqlite:///")).parent.mkdir(
             parents=True, exist_ok=True
         )
-    return SqlStore(db_url)
+    try:
+        return SqlStore(db_url)
+    except StoreError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def default_holder() -> str:
+    """This replica's name in the lease: the host (the pod name in
+    Kubernetes) and the process."""
+    return f"{socket.gethostname()}/{os.getpid()}"
 
 
 def build(settings: Settings, store: Store | None = None) -> Daemon:
     """Start an ipamd for ``settings`` (tests pass their own ``store``)."""
     store = store if store is not None else open_store(settings.db_url)
-    engine = Engine(store, max_batch=settings.max_batch)
+    engine = Engine(
+        store,
+        holder=settings.holder or default_holder(),
+        max_batch=settings.max_batch,
+        lease_ttl=settings.lease_ttl,
+    )
     loop = _LoopThread()
     path = unix_path(settings.listen)
 
@@ -147,10 +209,7 @@ def build(settings: Settings, store: Store | None = None) -> Daemon:
             options=[("grpc.so_reuseport", 0)],
             maximum_concurrent_rpcs=settings.max_concurrent_rpcs,
         )
-        # The generated gRPC module carries no annotations.
-        pb_grpc.add_IpamServicer_to_server(  # type: ignore[no-untyped-call]
-            IpamServicer(engine), server
-        )
+        add_to_server(IpamServicer(engine), server)
         try:
             if path is not None:
                 _prepare_socket_dir(path)
@@ -172,20 +231,25 @@ def build(settings: Settings, store: Store | None = None) -> Daemon:
             raise
         return server, address
 
+    health = None
     try:
         server, address = loop.run(start())
+        if settings.health_listen:
+            health = _HealthServer(settings.health_listen, engine)
     except BaseException:
         loop.close()
         engine.stop()
         raise
     log.info(
-        "ipamd serving on %s (%s), %d pools, %d allocations",
+        "ipamd %s serving on %s (%s) as the %s replica, database %s%s",
+        engine.holder,
         address,
         "mTLS" if settings.client_ca else ("TLS" if path is None else "unix socket"),
-        len(engine.state.pools),
-        len(engine.state.rows),
+        engine.role.value,
+        engine.database,
+        f", health on http://{health.address}" if health else "",
     )
-    return Daemon(server, engine, address, path, loop)
+    return Daemon(server, engine, address, path, loop, health)
 
 
 def serve(settings: Settings) -> None:

@@ -13,6 +13,7 @@ pool thread and the writer under the GIL.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 from collections.abc import Awaitable, Callable, Sequence
@@ -20,11 +21,11 @@ from typing import Any, TypeVar, cast
 
 import grpc
 
-from cni._version import VERSION
-from ipamd.allocator import AllocateRequest, AllocState, Lease, PoolUsage
+from ipamd import pool_admin
+from ipamd.allocator import AllocateRequest, AllocState, Lease
 from ipamd.api.v1 import ipam_pb2 as pb
 from ipamd.api.v1 import ipam_pb2_grpc as pb_grpc
-from ipamd.api.v1.version import API_VERSION, compatible
+from ipamd.api.v1.version import API_VERSION, RELEASE, compatible
 from ipamd.engine import Engine
 from ipamd.errors import (
     Conflict,
@@ -36,7 +37,15 @@ from ipamd.errors import (
     Unavailable,
 )
 from ipamd.manifest import parse_manifest
-from ipamd.pools import Pool, ReservedIP, pool_from_spec, reserved_from_spec
+from ipamd.pool_admin import PoolUsage
+from ipamd.pools import (
+    Pool,
+    ReservedIP,
+    brief,
+    pool_from_spec,
+    reserved_from_spec,
+    shown,
+)
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +61,59 @@ _CODES: list[tuple[type[Exception], grpc.StatusCode]] = [
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 
 
+class MalformedRequest:
+    """What a request that does not decode becomes, so the handler refuses it
+    with INVALID_ARGUMENT (gRPC itself would log a traceback and answer
+    UNKNOWN)."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
+def _tolerant(decode: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
+    def decode_or_mark(raw: bytes) -> Any:
+        try:
+            return decode(raw)
+        except Exception as exc:  # protobuf's DecodeError, or bad UTF-8
+            return MalformedRequest(shown(str(exc), 200)[1:-1])
+
+    return decode_or_mark
+
+
+class _Registrar:
+    """Stands in for the server while the generated code registers handlers."""
+
+    def __init__(self) -> None:
+        self.service = ""
+        self.handlers: dict[str, Any] = {}
+
+    def add_generic_rpc_handlers(self, handlers: Any) -> None:
+        pass  # rebuilt from the registered handlers below
+
+    def add_registered_method_handlers(
+        self, service: str, handlers: dict[str, Any]
+    ) -> None:
+        self.service, self.handlers = service, handlers
+
+
+def add_to_server(servicer: IpamServicer, server: grpc.aio.Server) -> None:
+    """Register ``servicer`` as the generated code does, with request decoding
+    that turns a malformed message into MalformedRequest."""
+    registrar = _Registrar()
+    # The generated gRPC module carries no annotations.
+    pb_grpc.add_IpamServicer_to_server(servicer, registrar)  # type: ignore[no-untyped-call]
+    handlers = {
+        name: handler._replace(
+            request_deserializer=_tolerant(handler.request_deserializer)
+        )
+        for name, handler in registrar.handlers.items()
+    }
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler(registrar.service, handlers),)
+    )
+    server.add_registered_method_handlers(registrar.service, handlers)
+
+
 def _rpc(method: F) -> F:
     """Version check and error mapping around one RPC handler."""
 
@@ -59,6 +121,14 @@ def _rpc(method: F) -> F:
     async def wrapper(
         self: IpamServicer, request: Any, context: grpc.aio.ServicerContext[Any, Any]
     ) -> Any:
+        if isinstance(request, MalformedRequest):
+            log.warning(
+                "%s refused: malformed request: %s", method.__name__, request.reason
+            )
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"malformed {method.__name__} request: {request.reason}",
+            )
         if not compatible(request.client_version):
             await context.abort(
                 grpc.StatusCode.FAILED_PRECONDITION,
@@ -68,14 +138,33 @@ def _rpc(method: F) -> F:
         try:
             return await method(self, request, context)
         except (IpamdError, PoolError) as exc:
+            # Reasons may quote the request; a huge field is not echoed whole.
+            reason = brief(str(exc))
             for kind, code in _CODES:
                 if isinstance(exc, kind):
-                    log.warning("%s refused: %s", method.__name__, exc)
-                    await context.abort(code, str(exc))
+                    log.warning("%s refused: %s", method.__name__, reason)
+                    await context.abort(code, reason)
             raise
         except TimeoutError:
             await context.abort(
                 grpc.StatusCode.UNAVAILABLE, "ipamd writer is overloaded"
+            )
+        except asyncio.CancelledError:
+            raise  # the client went away or the server is stopping
+        except Exception as exc:
+            # A request no check above foresaw. One line at ERROR says which
+            # RPC and what; the traceback is for a developer, at DEBUG.
+            log.error(
+                "%s failed on an unexpected %s: %s",
+                method.__name__,
+                type(exc).__name__,
+                shown(str(exc), 200),
+            )
+            log.debug("%s traceback", method.__name__, exc_info=True)
+            await context.abort(
+                grpc.StatusCode.INTERNAL,
+                f"ipamd could not process this request ({type(exc).__name__}); "
+                "the daemon log has the details",
             )
 
     return cast(F, wrapper)  # same signature as ``method`` (functools.wraps)
@@ -243,22 +332,32 @@ class IpamServicer(pb_grpc.IpamServicer):
 
     @_rpc
     async def Status(self, request: pb.StatusRequest, context: Any) -> pb.StatusReply:
-        if not self._engine.alive or not self._engine.healthy:
-            return pb.StatusReply(
-                ready=False,
-                message="ipamd store is unavailable",
-                server_version=VERSION,
-                api_version=API_VERSION,
-            )
-        counts = await self._call(lambda st: ((len(st.pools), len(st.rows)), ()))
-        return pb.StatusReply(
-            ready=True,
-            message="ready",
-            server_version=VERSION,
+        engine = self._engine
+        lease = engine.lease
+        reply = pb.StatusReply(
+            server_version=RELEASE,
             api_version=API_VERSION,
-            pools=counts[0],
-            allocations=counts[1],
+            role=engine.role.value,
+            lease_holder=lease.holder if lease.remaining > 0 else "",
+            database=engine.database,
         )
+        if not engine.active:
+            # Not ready: a Kubernetes Service and the plugins' STATUS route
+            # to the active replica only.
+            reply.ready = False
+            reply.message = str(engine.unavailable())
+            return reply
+        try:
+            reply.pools, reply.allocations = await self._call(
+                lambda st: ((len(st.pools), len(st.rows)), ())
+            )
+        except Unavailable as exc:
+            reply.ready = False
+            reply.message = str(exc)
+            return reply
+        reply.ready = True
+        reply.message = "ready"
+        return reply
 
     @_rpc
     async def ApplyPools(
@@ -277,7 +376,9 @@ class IpamServicer(pb_grpc.IpamServicer):
         ]
         if not pools and not reserved:
             raise InvalidRequest("nothing to apply")
-        result = await self._call(lambda st: st.apply(pools, reserved, request.dry_run))
+        result = await self._call(
+            lambda st: pool_admin.apply_pools(st, pools, reserved, request.dry_run)
+        )
         return pb.ApplyPoolsReply(
             created=result.created,
             configured=result.configured,
@@ -286,7 +387,7 @@ class IpamServicer(pb_grpc.IpamServicer):
 
     @_rpc
     async def GetPool(self, request: pb.GetPoolRequest, context: Any) -> pb.PoolInfo:
-        usage = await self._call(lambda st: (st.usage(request.name), ()))
+        usage = await self._call(lambda st: (pool_admin.usage(st, request.name), ()))
         return usage_to_pb(usage)
 
     @_rpc
@@ -295,7 +396,10 @@ class IpamServicer(pb_grpc.IpamServicer):
     ) -> pb.ListPoolsReply:
         usages, reserved = await self._call(
             lambda st: (
-                (st.list_usage(), [st.reserved[n] for n in sorted(st.reserved)]),
+                (
+                    pool_admin.list_usage(st),
+                    [st.reserved[n] for n in sorted(st.reserved)],
+                ),
                 (),
             )
         )
@@ -310,9 +414,13 @@ class IpamServicer(pb_grpc.IpamServicer):
     ) -> pb.DeletePoolReply:
         kind = request.kind or "SpiderIPPool"
         if kind == "SpiderIPPool":
-            await self._call(lambda st: (None, st.delete_pool(request.name)))
+            await self._call(
+                lambda st: (None, pool_admin.delete_pool(st, request.name))
+            )
         elif kind == "SpiderReservedIP":
-            await self._call(lambda st: (None, st.delete_reserved(request.name)))
+            await self._call(
+                lambda st: (None, pool_admin.delete_reserved(st, request.name))
+            )
         else:
             raise InvalidRequest(f"unknown kind {kind!r}")
         return pb.DeletePoolReply()

@@ -9,6 +9,7 @@ from pathlib import Path
 DEFAULT_SOCKET = Path("/run/railyard/ipamd.sock")
 DEFAULT_DB_URL = "sqlite:////var/lib/railyard/ipamd.db"
 SOCKET_ENV = "RAILYARD_IPAMD_SOCKET"
+DB_ENV = "RAILYARD_IPAMD_DB"
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,3 +25,10 @@ class Settings:
     max_concurrent_rpcs: int = 1024
     max_batch: int = 1024  # requests per group commit
     grace: float = 5.0  # seconds for in-flight RPCs at shutdown
+    # Replicas: the writer lease lasts this long unless renewed. A standby
+    # takes over at most about this long after the active died or hung.
+    lease_ttl: float = 1.0
+    holder: str = ""  # this replica's name in the lease; "" = host/pid
+    # "host:port" of a plain HTTP endpoint for probes: /readyz answers 200
+    # on the active replica and 503 on a standby; /livez 200 while serving.
+    health_listen: str = ""

@@ -3,9 +3,12 @@
 # Install Railyard onto a node the way a runtime expects to find it:
 #   <prefix>/venv                  a private virtualenv holding railyard-cni + deps
 #   <cni-bin-dir>/{sriov,ib-sriov,rdma,railyard-ipam}
-#                                  tiny launchers: shebang = the venv's interpreter
-#                                  by absolute path, run isolated (-I)
-#   <bin-dir>/{ipamd,railyard-sim} symlinks to the venv's console scripts
+#                                  stdlib-only shims (cni/agent/shim.py), run with
+#                                  -IS by the venv's interpreter: they forward to
+#                                  railyard-agent, or run the plugin directly
+#   <bin-dir>/{ipamd,railyard,railyard-agent}
+#                                  symlinks to the venv's console scripts (and
+#                                  railyard-sim with --with-sim)
 #   <prefix>/install-manifest.txt  everything the above created; uninstall.sh reads it
 #
 # Re-running is an upgrade. A file in the CNI bin dir (or bin dir) that an
@@ -20,10 +23,16 @@ usage: install.sh [options] [SOURCE]
   SOURCE               repo checkout to install (default: the repo holding this script)
   --prefix DIR         install root; the venv goes to DIR/venv (default /opt/railyard)
   --cni-bin-dir DIR    where runtimes look for CNI plugins (default /opt/cni/bin)
-  --bin-dir DIR        where ipamd and railyard-sim are linked (default /usr/local/bin;
+  --bin-dir DIR        where ipamd, railyard, railyard-agent (and railyard-sim) are linked (default /usr/local/bin;
                        "none" to skip)
+  --with-sim           also install the simulated host (the railyard-sim distribution
+                       in sim/, the "sim" extra): for CI, demos and benchmarks, never
+                       needed on a real node
   --python PY          interpreter that creates the venv (default python3, >= 3.11)
+  --agent-socket PATH  railyard-agent's socket baked into the CNI shims
+                       (default /run/railyard/agent/agent.sock)
   --force              replace files in the bin dirs that this installer did not create
+  --with-webhook       also install the Kubernetes client `railyard webhook serve` needs
 EOF
 }
 
@@ -32,7 +41,10 @@ CNI_BIN_DIR=/opt/cni/bin
 BIN_DIR=/usr/local/bin
 PYTHON=python3
 FORCE=0
+WITH_SIM=0
+EXTRAS=""
 SOURCE=""
+AGENT_SOCKET=/run/railyard/agent/agent.sock
 while [ $# -gt 0 ]; do
   case "$1" in
     --prefix) PREFIX=$2; shift 2 ;;
@@ -43,7 +55,11 @@ while [ $# -gt 0 ]; do
     --bin-dir=*) BIN_DIR=${1#*=}; shift ;;
     --python) PYTHON=$2; shift 2 ;;
     --python=*) PYTHON=${1#*=}; shift ;;
+    --agent-socket) AGENT_SOCKET=$2; shift 2 ;;
+    --agent-socket=*) AGENT_SOCKET=${1#*=}; shift ;;
     --force) FORCE=1; shift ;;
+    --with-sim) WITH_SIM=1; shift ;;
+    --with-webhook) EXTRAS="[webhook]"; shift ;;
     -h|--help) usage; exit 0 ;;
     -*) echo "install.sh: unknown option $1" >&2; usage >&2; exit 2 ;;
     *) SOURCE=$1; shift ;;
@@ -70,7 +86,8 @@ MANIFEST=$PREFIX/install-manifest.txt
 # CNI type name -> console script in pyproject.toml ([project.scripts]).
 CNI_PLUGINS=(sriov:railyard-sriov ib-sriov:railyard-ib-sriov rdma:railyard-rdma
              railyard-ipam:railyard-ipam)
-LINKED_SCRIPTS=(ipamd railyard-sim)
+LINKED_SCRIPTS=(ipamd railyard railyard-agent)
+[ "$WITH_SIM" = 1 ] && LINKED_SCRIPTS+=(railyard-sim)
 MARK="railyard-cni launcher"
 
 # Directories this and earlier runs created (uninstall removes them when empty).
@@ -142,12 +159,27 @@ tar -C "$SOURCE" --exclude=./.git --exclude=./.venv --exclude=./build --exclude=
     --exclude='*.egg-info' --exclude=__pycache__ -cf - . | tar -C "$WORK/src" -xf -
 pip_quiet wheel -q --no-deps -w "$WORK/wheel" "$WORK/src"
 WHEEL=$(ls "$WORK"/wheel/railyard_cni-*.whl)
-pip_quiet install -q --upgrade --upgrade-strategy only-if-needed "$WHEEL"
+pip_quiet install -q --upgrade --upgrade-strategy only-if-needed "$WHEEL$EXTRAS"
 # The version string rarely changes between two installs of a checkout, and a
 # re-install must still be an upgrade: always replace our own package.
 pip_quiet install -q --force-reinstall --no-deps "$WHEEL"
 SITE=$("$VENV/bin/python" -I -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-"$VENV/bin/python" -I -m compileall -q -j 0 "$SITE/cni" "$SITE/ipamd" >/dev/null
+COMPILE=("$SITE/cni" "$SITE/ipamd" "$SITE/railyard")
+if [ "$WITH_SIM" = 1 ]; then
+  log "installing the simulated host (railyard-sim) from $SOURCE/sim"
+  pip_quiet wheel -q --no-deps -w "$WORK/sim-wheel" "$WORK/src/sim"
+  # --no-deps: what it needs (railyard-cni, click, PyYAML) is installed above,
+  # and the name is never looked up on an index.
+  pip_quiet install -q --force-reinstall --no-deps "$WORK"/sim-wheel/railyard_sim-*.whl
+  COMPILE+=("$SITE/railyard_sim")
+elif "$VENV/bin/python" -I -c 'import railyard_sim' 2>/dev/null; then
+  log "removing the simulated host an earlier --with-sim run installed"
+  pip_quiet uninstall -q -y railyard-sim
+  if [ "$BIN_DIR" != none ] && [ -n "${OWNED[$BIN_DIR/railyard-sim]:-}" ]; then
+    rm -f "$BIN_DIR/railyard-sim"
+  fi
+fi
+"$VENV/bin/python" -I -m compileall -q -j 0 "${COMPILE[@]}" >/dev/null
 
 # Entry points come from the installed metadata, so the launchers follow
 # pyproject.toml instead of repeating it.
@@ -187,15 +219,14 @@ for spec in "${CNI_PLUGINS[@]}"; do
   target=$CNI_BIN_DIR/$name
   displace "$target"
   tmp=$(mktemp "$CNI_BIN_DIR/.$name.XXXXXX")
-  cat > "$tmp" <<EOF
-#!$VENV/bin/python -I
-# $MARK for CNI type "$name" ($script), written by packaging/install.sh.
-# -I: the runtime's PATH/PYTHONPATH must not steer a root binary.
+  # The shim (cni/agent/shim.py) forwards to railyard-agent and runs the plugin
+  # itself (module:func, by the venv's interpreter) when no agent answers.
+  "$VENV/bin/python" -I - "$name" "$module" "$func" "$VENV/bin/python" "$AGENT_SOCKET" \
+      > "$tmp" <<'EOF'
 import sys
-
-from $module import $func
-
-sys.exit($func())
+from cni.agent.shim import render
+plugin, module, func, python, sock = sys.argv[1:]
+sys.stdout.write(render(plugin, module, func, python, sock, interpreter=python))
 EOF
   chmod 0755 "$tmp"
   # rename(2) so that a runtime exec'ing the plugin right now sees old or new.

@@ -67,3 +67,31 @@ def make_netns() -> Iterator[Callable[[], str]]:
     finally:
         for name in made:
             subprocess.run(["ip", "netns", "del", name], check=False)
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[object]:
+    """One PostgreSQL server for the session (see tests/postgres.py)."""
+    from tests.postgres import PostgresServer, unavailable_reason
+
+    reason = unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    server = PostgresServer()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def postgres_url(postgres_server: object) -> Iterator[str]:
+    """A fresh, empty database on the session's server, dropped afterwards."""
+    from tests.postgres import PostgresServer
+
+    assert isinstance(postgres_server, PostgresServer)
+    name = postgres_server.create_database()
+    try:
+        yield postgres_server.url(name)
+    finally:
+        postgres_server.drop_database(name)

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Cold-start hygiene (STYLE 3.5): what a plugin process imports, by path.
+"""Cold-start hygiene: what a plugin process imports, by path.
 
 Runtimes such as podman exec VERSION before every ADD and DEL, so VERSION and
 config errors must load nothing third-party; pyroute2/pyudev/grpc arrive only
@@ -26,7 +26,8 @@ PLUGIN_MAINS = [
     "cni.plugins.ipam.__main__",
 ]
 HEAVY = {"pyroute2", "grpc", "pyudev", "sqlalchemy", "click", "google", "yaml"}
-OURS = {"cni"}
+# ipamd: only its import-free API package (the release string) may load.
+OURS = {"cni", "ipamd"}
 
 # Run in the child: call the module's main() like the console script does,
 # then write the loaded top-level module names to $HYGIENE_OUT.
@@ -48,7 +49,7 @@ try:
         # command is about to run.
         from cni.skel import run_plugin
         code = run_plugin(
-            lambda: importlib.import_module(target).FUNCS, "hygiene"
+            lambda: importlib.import_module(target).plugin_funcs(), "hygiene"
         )
 except SystemExit as e:
     code = e.code
@@ -189,10 +190,20 @@ def test_core_modules_import_nothing_third_party(tmp_path, baseline, module):
 
 @pytest.mark.parametrize("module", PLUGIN_MAINS)
 def test_plugin_version_imports_nothing_third_party(tmp_path, baseline, module):
-    code, tops, stdout, _ = _run(tmp_path, module, "main", {"CNI_COMMAND": "VERSION"})
+    code, tops, stdout, modules = _run(
+        tmp_path, module, "main", {"CNI_COMMAND": "VERSION"}
+    )
     assert code in (0, None)
     assert "1.1.0" in json.loads(stdout)["supportedVersions"]
     assert third_party(tops, baseline) == set()
+    # Of ipamd, only the import-free module holding the release string.
+    ipamd_modules = {m for m in modules if m.split(".")[0] == "ipamd"}
+    assert ipamd_modules <= {
+        "ipamd",
+        "ipamd.api",
+        "ipamd.api.v1",
+        "ipamd.api.v1.version",
+    }
 
 
 # tempfile drags in shutil, random, bz2 and lzma (~8 ms); the state cache
@@ -254,7 +265,12 @@ def test_plugin_del_never_loads_the_daemons_database_or_cli(tmp_path, module):
         "name": "rail1",
         "type": "x",
         "deviceID": "0000:ff:1f.7",
-        "ipam": {"type": "railyard", "socket": str(tmp_path / "no-ipamd.sock")},
+        # No ipamd: the client retries for its timeout, then DEL fails code 11.
+        "ipam": {
+            "type": "railyard",
+            "socket": str(tmp_path / "no-ipamd.sock"),
+            "timeout": 1,
+        },
     }
     env = {
         "CNI_COMMAND": "DEL",
@@ -268,4 +284,7 @@ def test_plugin_del_never_loads_the_daemons_database_or_cli(tmp_path, module):
     _, tops, stdout, modules = _run(tmp_path, module, "main", env, json.dumps(conf))
     assert not stdout or json.loads(stdout)  # at most one JSON document
     assert {"sqlalchemy", "click"} & tops == set()
-    assert [m for m in modules if m.startswith(("ipamd.store", "ipamd.cli"))] == []
+    daemon_side = [
+        m for m in modules if m.startswith("ipamd.store") or m == "ipamd.cli"
+    ]
+    assert daemon_side == []

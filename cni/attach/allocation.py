@@ -3,7 +3,7 @@
 
 Standard library and the contract modules only.
 
-sriov-cni's fix for the DEL/ADD race (issue #219, PR #220, peers.md 1.4 step 3):
+sriov-cni's fix for the DEL/ADD race (its ``pci_allocator.go``):
 a file ``<state_dir>/pci/<pci>`` holds the netns path of the pod using the VF.
 ADD refuses a VF whose marker names a netns that still exists; a marker whose
 netns is gone is stale and cleared. Always used under the per-PCI lock.
@@ -11,7 +11,6 @@ netns is gone is stale and cleared. Always used under the per-PCI lock.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from pathlib import Path
@@ -65,37 +64,3 @@ class Allocations:
             self._path(pci).unlink()
         except FileNotFoundError:
             pass
-
-
-class HomeNames:
-    """The name and ifindex each VF netdev was last restored under, by PCI.
-
-    ``<state_dir>/home/<pci>``: JSON ``{"name": ..., "ifindex": ...}``. sysfs
-    follows renames on a real host, so ADD finds the netdev under the
-    function's ``net/`` and never needs this; where ``net/`` lags a rename
-    (a plain-file PCI tree) the netdev is still found by its last home name,
-    accepted only with the same ifindex.
-    """
-
-    def __init__(self, state_dir: Path | str) -> None:
-        self.dir = Path(state_dir) / "home"
-
-    def remember(self, pci: str, name: str, ifindex: int) -> None:
-        try:
-            self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-            tmp = self.dir / f".{pci}.tmp"
-            tmp.write_text(json.dumps({"name": name, "ifindex": ifindex}))
-            os.replace(tmp, self.dir / pci)
-        except OSError as exc:
-            # Only a fallback for lagging sysfs: never fail a DEL over it.
-            log.warning("cannot remember the home name of %s: %s", pci, exc)
-
-    def forget(self, pci: str) -> None:
-        (self.dir / pci).unlink(missing_ok=True)
-
-    def get(self, pci: str) -> tuple[str, int] | None:
-        try:
-            data = json.loads((self.dir / pci).read_text())
-            return str(data["name"]), int(data["ifindex"])
-        except (OSError, ValueError, KeyError, TypeError):
-            return None

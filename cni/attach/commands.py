@@ -14,12 +14,13 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
+from cni.attach.conf import detection_window
 from cni.attach.detection import DetectionPolicy
 from cni.attach.ipam_glue import IpamConf, ipam_request
 from cni.attach.lifecycle import AttachSpec, RoutingPolicy, check, store_for
 from cni.attach.pf import PfSettings
 from cni.attach.teardown import ipam_netconf
-from cni.errors import CHECK_FAILED, DEVICE_ERROR, CniError
+from cni.errors import CHECK_FAILED, CniError
 from cni.types import Result
 
 if TYPE_CHECKING:
@@ -77,7 +78,9 @@ def attach_spec(
         ipam_type=conf.ipam_type,
         ipam_conf=dict(conf.ipam),
         detection=DetectionPolicy(
-            conflict=conf.detect_ip_conflict, gateway=conf.detect_gateway
+            conflict=conf.detect_ip_conflict,
+            gateway=conf.detect_gateway,
+            window=detection_window(conf.raw),
         ),
         routing=RoutingPolicy(
             enabled=conf.policy_routing,
@@ -95,40 +98,10 @@ def real_ipam(netconf: Mapping[str, Any], env: Mapping[str, str]) -> IpamClient 
     return choose_ipam(netconf, env)
 
 
-@contextmanager
-def resources(
-    args: CmdArgs,
-    deps: Deps | None,
-    ipam_factory: IpamFactory | None,
-    with_ipam: bool = True,
-    ipam_netconf: Callable[[Deps], Mapping[str, Any]] | None = None,
-) -> Iterator[tuple[Deps, IpamClient | None]]:
-    """The command's deps (real ones unless given) and IPAM client, both closed
-    on exit. ``ipam_netconf`` picks the netconf the IPAM client is built from
-    (DEL: the record's IPAM, ``teardown.ipam_netconf``); default the command's."""
-    if deps is None:
-        from cni.deps import real_deps
-
-        deps = real_deps(args.env)
-    netconf = ipam_netconf(deps) if ipam_netconf is not None else args.netconf
-    ipam = (ipam_factory or real_ipam)(netconf, args.env) if with_ipam else None
-    try:
-        yield deps, ipam
-    finally:
-        if ipam is not None:
-            ipam.close()
-        deps.close()
-
-
-def ipam_status(args: CmdArgs, ipam_factory: IpamFactory | None) -> None:
+def ipam_status(ipam: IpamClient | None) -> None:
     """STATUS of the netconf's IPAM (50 when it says unavailable); none: fine."""
-    ipam = (ipam_factory or real_ipam)(args.netconf, args.env)
-    if ipam is None:
-        return
-    try:
+    if ipam is not None:
         ipam.status()
-    finally:
-        ipam.close()
 
 
 def prev_attachment(prev: Result | None, ifname: str) -> tuple[list[str], str]:
@@ -168,10 +141,10 @@ def record_ipams(
                 client.close()
 
 
-def del_ipam_netconf(plugin: str, args: CmdArgs) -> Callable[[Deps], dict[str, Any]]:
-    """DEL's ``resources(ipam_netconf=...)``: the IPAM that allocated (the record's)."""
+def del_ipam_netconf(plugin: str) -> Callable[[CmdArgs, Deps], dict[str, Any]]:
+    """DEL's ``Commands.del_ipam_netconf``: the IPAM that allocated (the record's)."""
 
-    def pick(deps: Deps) -> dict[str, Any]:
+    def pick(args: CmdArgs, deps: Deps) -> dict[str, Any]:
         st = store_for(deps, plugin).load(args.container_id, args.ifname)
         return ipam_netconf(args.netconf, st)
 
@@ -191,9 +164,3 @@ def check_vf(
         ipam.check(network, args.container_id, args.ifname)
     ips, mac = prev
     check(deps, plugin, args.container_id, args.ifname, args.netns, ips, mac)
-
-
-def raise_gc_errors(errors: Sequence[str]) -> None:
-    # SPEC.md "GC": go on past errors, report them at the end.
-    if errors:
-        raise CniError(DEVICE_ERROR, "GC incomplete", "; ".join(errors))

@@ -12,16 +12,15 @@ messages; a value of the wrong JSON type reads like Go's json.Unmarshal (code
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from typing import Any
 
 from cni.args import runtime_device_id
 from cni.errors import DECODE_FAILURE, INVALID_CONFIG, CniError
 from cni.types import NetConf as BaseNetConf
+from cni.types import is_pci_address
 
 LINK_STATES = {"auto": 0, "enable": 1, "disable": 2}
-PCI_RE = re.compile(r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
 #: Rule priority used when the netconf names none: below the kernel's main
 #: (32766) and default (32767) rules, distinct from coordinator's fwmark rule
 #: (1000), and the same for every NIC so ``ip rule`` stays readable.
@@ -103,7 +102,7 @@ def device_id(data: Mapping[str, Any], require: bool) -> str:
     value = opt_str(data, "deviceID") or runtime_device_id(data)
     if not value and require:
         raise config_error("LoadConf(): VF pci addr is required")
-    if value and not PCI_RE.match(value):
+    if value and not is_pci_address(value):
         raise config_error(
             f"LoadConf(): invalid PCI address {value}",
             "expected DDDD:BB:DD.F, e.g. 0000:af:00.2",
@@ -147,3 +146,20 @@ def route_table(data: Mapping[str, Any]) -> int | None:
             "table (253 default, 254 main, 255 local)"
         )
     return value
+
+
+def detection_window(data: Mapping[str, Any]) -> float:
+    """``detectionWindowMs``: the IP-conflict / gateway check window, in seconds.
+
+    Default 100 ms (``cni.attach.detection``); a slow fabric may need more.
+    """
+    from cni.attach.detection import DEFAULT_WINDOW, MAX_WINDOW
+
+    value = opt_int(data, "detectionWindowMs")
+    if value is None:
+        return DEFAULT_WINDOW
+    if not 10 <= value <= MAX_WINDOW * 1000:
+        raise config_error(
+            f"detectionWindowMs {value} invalid: must be 10-{int(MAX_WINDOW * 1000)}"
+        )
+    return value / 1000

@@ -3,19 +3,29 @@
 
 Written against ``cni.kernel.Probes``; imports nothing third-party.
 
-Spiderpool runs these in its IPAM plugin (peers.md 4.6): conflict check before
-the gateway check (issue #4475), 3 tries of 100 ms, release the address on
-failure, announce afterwards because the NIC is already up (issue #4650). We
-run them in the plugin once the address is on the NIC; the caller's rollback
-releases the address. IPoIB probes may be unsupported by the adapter: then we
-skip with a log line instead of failing the pod.
+Spiderpool runs these in its IPAM plugin: conflict check before the gateway
+check (its issue #4475), release the address on failure, announce afterwards
+because the NIC is already up (its issue #4650). We run them in the plugin once
+the address is on the NIC; the caller's rollback releases the address. IPoIB
+probes may be unsupported by the adapter: then we skip with a log line instead
+of failing the pod.
+
+Cost. The conflict check is a wait for silence, so its window is paid by every
+ADD; the gateway check ends at the gateway's first reply. The default window
+is 100 ms with 3 probes spread inside it (sent at 0, 33 and 67 ms): a live
+owner on a RoCE or Ethernet fabric answers an ARP/NDP probe within a
+millisecond, and the later probes cover one lost frame. A slow fabric gets a
+longer window per network (``detectionWindowMs`` in the netconf). The caller
+runs the window beside the ADD steps that do not depend on its verdict
+(``start_detection``); its rollback undoes them when the verdict is a failure.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import logging
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from cni.errors import GATEWAY_UNREACHABLE, IP_CONFLICT, CniError
@@ -33,12 +43,31 @@ log = logging.getLogger(__name__)
 ARPHRD_INFINIBAND = 32
 
 
+DEFAULT_WINDOW = 0.1
+MAX_WINDOW = 10.0
+
+
 @dataclass(frozen=True, slots=True)
 class DetectionPolicy:
+    """Which checks run, and the window (seconds) ``tries`` probes share.
+
+    Each probe is followed by ``window / tries`` of listening, so the conflict
+    verdict takes ``window``; the gateway check ends at the first answer, or
+    after its own ``window`` of silence.
+    """
+
     conflict: bool = True
     gateway: bool = True
     tries: int = 3
-    interval: float = 0.1
+    window: float = DEFAULT_WINDOW
+
+    @property
+    def interval(self) -> float:
+        return self.window / self.tries
+
+    @property
+    def enabled(self) -> bool:
+        return self.conflict or self.gateway
 
 
 def detect(
@@ -148,8 +177,54 @@ def _gateway_error(
         GATEWAY_UNREACHABLE,
         f"gateway {check.gateway} is unreachable",
         f"no ARP/NDP answer from {check.gateway} to {check.ip} on {ifname} "
-        f"after {policy.tries} tries of {int(policy.interval * 1000)} ms",
+        f"after {policy.tries} tries in {round(policy.window * 1000)} ms",
     )
+
+
+class Detection:
+    """``detect`` running on a helper thread while the caller goes on.
+
+    The probes only read and send frames on the pod's link from a socket of
+    their own (made in the pod's netns by this thread), so they may run beside
+    the caller's netlink work; the caller must ``wait()`` before anything that
+    depends on the verdict (the announcement, reporting success).
+    """
+
+    def __init__(self, target: Callable[[], None]) -> None:
+        self._error: BaseException | None = None
+        self._target = target
+        self._thread = threading.Thread(target=self._run, name="detect", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._target()
+        except BaseException as exc:  # noqa: BLE001 - handed to wait()
+            self._error = exc
+
+    def join(self) -> None:
+        """Block until the probes ended, whatever their verdict."""
+        self._thread.join()
+
+    def wait(self) -> None:
+        """Block until the verdict is in; raise the CniError of a failed check."""
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+
+
+def start_detection(
+    probes: Probes,
+    ifname: str,
+    netns: str,
+    ips: Sequence[IpamAddress],
+    policy: DetectionPolicy,
+    link_type: int = 1,
+) -> Detection | None:
+    """Start ``detect`` in the background; None when the policy runs no check."""
+    if not policy.enabled:
+        return None
+    return Detection(lambda: detect(probes, ifname, netns, ips, policy, link_type))
 
 
 def announce(probes: Probes, ifname: str, netns: str, addresses: Sequence[str]) -> None:

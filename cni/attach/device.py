@@ -4,7 +4,7 @@
 Standard library and the contract modules only; sysfs is read through
 ``cni.kernel.sysfs.Sysfs`` (passed in, never imported here).
 
-Messages follow sriov-cni ``pkg/utils/utils.go`` (peers.md 1.2). A function
+Messages follow sriov-cni ``pkg/utils/utils.go``. A function
 that is not a VF (no ``physfn``) is refused, with the reason, rather than the
 peer's bare ``lstat .../physfn/net`` error (sriov-cni #206).
 """

@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from cni.attach.allocation import Allocations, HomeNames
+from cni.attach.allocation import Allocations
 from cni.attach.conf import DEFAULT_RULE_PRIORITY
-from cni.attach.detection import DetectionPolicy, announce, detect
+from cni.attach.detection import DetectionPolicy, announce, start_detection
 from cni.attach.device import (
     VfDevice,
     host_netdevs,
@@ -57,7 +57,7 @@ from cni.attach.routing import (
     plan_routing,
     remove_routing,
 )
-from cni.attach.state import StateStore, VfState
+from cni.attach.state import Stage, StateStore, VfState
 from cni.attach.teardown import PodSide, find_pod_side, is_the_vf
 from cni.errors import (
     CHECK_FAILED,
@@ -85,10 +85,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: Record stages whose VF is back home: only the address (and record) remain.
-RESTORED = "restored"
-RELEASE_PENDING = "release-pending"
-_VF_HOME = frozenset({RESTORED, RELEASE_PENDING})
+#: Kept for callers of the names; the stages are ``Stage``.
+RESTORED = Stage.RESTORED
+RELEASE_PENDING = Stage.RELEASE_PENDING
 
 
 class ReleasePending(CniError):
@@ -188,17 +187,7 @@ def attach(
         host: LinkInfo | None = None
         if not dev.dpdk:
             assert dev.netdev is not None
-            home = HomeNames(deps.state_dir).get(spec.pci)
-            host = locate_host_netdev(
-                deps.links,
-                [dev.netdev],
-                home[0] if home else None,
-                None,
-                home[1] if home else None,
-            )
-            if host is not None and host.name != dev.netdev:
-                log.info("VF %s netdev is %s (sysfs lags)", spec.pci, host.name)
-                dev = replace(dev, netdev=host.name)
+            host = locate_host_netdev(deps.links, [dev.netdev], None, None, None)
             if host is None:
                 raise CniError(
                     DEVICE_ERROR,
@@ -236,7 +225,7 @@ def attach(
             ipam_type=spec.ipam_type,
             ipam_conf=dict(spec.ipam_conf),
             rdma_device=rdma_dev,
-            stage="saved",
+            stage=Stage.SAVED,
         )
         with Rollback(log) as rb:
             allocations.claim(spec.pci, spec.netns, deps.netns)
@@ -267,7 +256,7 @@ def attach(
             if spec.ipam_request is None or ipam is None:
                 store.save(st)  # no IPAM write to carry the pod-side state
             _attach_ip(deps, spec, st, rb, store, ipam, result)
-            st.stage = "attached"
+            st.stage = Stage.ATTACHED
             rb.commit()
     log.info(
         "attached VF %s (%s) as %s in %s: %s, table %s",
@@ -297,7 +286,7 @@ def _reclaim(deps: Deps, store: StateStore, spec: AttachSpec) -> None:
             spec.ifname,
         ):
             continue
-        if old.stage in _VF_HOME:
+        if old.stage.vf_home:
             continue  # restored already; only its address or record is left
         if old.netns and deps.netns.exists(old.netns):
             continue  # allocations.check refused a live holder already
@@ -309,7 +298,7 @@ def _reclaim(deps: Deps, store: StateStore, spec: AttachSpec) -> None:
                 "; ".join(failures) or "its netdev is not back in the host yet",
             )
         log.info("restored VF %s left by %s/%s", old.pci, old.container_id, old.ifname)
-        old.stage = RESTORED
+        old.stage = Stage.RESTORED
         store.save(old)
 
 
@@ -366,7 +355,7 @@ def _attach_netdev(
     )
     # Saved with the next record write (after IPAM, or at the end): DEL can
     # also recognise the VF by its ifindex, which a netns move keeps.
-    st.pod_mac, st.pod_mtu, st.stage = info.mac, info.mtu, "moved"
+    st.pod_mac, st.pod_mtu, st.stage = info.mac, info.mtu, Stage.MOVED
     return Attached(
         spec.ifname, info.mac, info.mtu, spec.netns, spec.pci, link_type=info.link_type
     )
@@ -397,7 +386,7 @@ def _attach_ip(
         raise CniError(IPAM_ERROR, "IPAM plugin returned missing IP config")
     out.ips, out.routes, out.dns = list(res.ips), list(res.routes), dict(res.dns)
     st.addresses = [ip.address for ip in res.ips]
-    st.stage = "addressed"
+    st.stage = Stage.ADDRESSED
     plan = None
     if spec.routing.enabled and not st.dpdk:
         used = deps.links.rules(0, spec.netns)
@@ -422,11 +411,24 @@ def _attach_ip(
     if st.dpdk:
         return  # DPDK: reported, not configured (sriov-cni)
     add_addresses(deps.links, spec.ifname, spec.netns, st.addresses, rb)
-    detect(deps.probes, spec.ifname, spec.netns, res.ips, spec.detection, out.link_type)
-    if plan is not None:
-        st.saved_main_defaults = apply_routing(deps.links, spec.netns, plan, rb)
-        if st.saved_main_defaults:
-            store.save(st)
+    # The detection window runs beside the routing work, which does not depend
+    # on its verdict; a failed check unwinds the routes with everything else.
+    detection = start_detection(
+        deps.probes, spec.ifname, spec.netns, res.ips, spec.detection, out.link_type
+    )
+    try:
+        if plan is not None:
+            st.saved_main_defaults = apply_routing(deps.links, spec.netns, plan, rb)
+            if st.saved_main_defaults:
+                store.save(st)
+    except BaseException:
+        # The routing error is the one to report; the probes must still end
+        # before the rollback takes the address away under them.
+        if detection is not None:
+            detection.join()
+        raise
+    if detection is not None:
+        detection.wait()
     announce(deps.probes, spec.ifname, spec.netns, st.addresses)
 
 
@@ -445,7 +447,7 @@ class DetachRequest:
 def detach(deps: Deps, req: DetachRequest, ipam: IpamClient | None) -> None:
     """DEL: restore everything the record says ADD changed; release the address.
 
-    The kernel side never waits for ipamd (STYLE 3.11): the VF is restored
+    The kernel side never waits for ipamd: the VF is restored
     first, then the address released. If the release fails then (code 11 when
     ipamd is unreachable), the record is cut down to what a retry needs (stage
     ``release-pending``; the VF and its allocation marker are free) and
@@ -485,17 +487,17 @@ def detach(deps: Deps, req: DetachRequest, ipam: IpamClient | None) -> None:
         pending = False
         # A record whose VF is home already (a later ADD's ``_reclaim``, or a
         # DEL that could not release): only the address and the record are left.
-        if st.stage not in _VF_HOME:
+        if not st.stage.vf_home:
             failures, pending = restore(deps, st, req.netns)
         if failures:
-            st.stage = "del-failed"
+            st.stage = Stage.DEL_FAILED
             store.save(st)
             raise CniError(
                 DEVICE_ERROR,
                 f"failed to restore VF {st.pci}",
                 "; ".join(failures) + " (the record is kept; DEL can be retried)",
             )
-        if not pending and st.stage not in _VF_HOME:
+        if not pending and not st.stage.vf_home:
             # The VF is home: another pod may take it even if the release fails.
             # (Not for a record whose VF was home before: it may be taken.)
             Allocations(deps.state_dir).release(st.pci)
@@ -508,7 +510,7 @@ def detach(deps: Deps, req: DetachRequest, ipam: IpamClient | None) -> None:
                 "DEL or GC brings it home",
                 st.pci,
             )
-            st.stage = "awaiting-vf"
+            st.stage = Stage.AWAITING_VF
             store.save(st)
             return
         try:
@@ -523,7 +525,7 @@ def detach(deps: Deps, req: DetachRequest, ipam: IpamClient | None) -> None:
                 f"{exc.details} (a release-pending record is kept; DEL or GC "
                 "finishes it)",
             ) from exc
-        if st.stage in _VF_HOME:
+        if st.stage.vf_home:
             store.delete(st.container_id, st.ifname)
             return
         store.delete(st.container_id, st.ifname)
@@ -549,7 +551,7 @@ def _keep_for_release(store: StateStore, st: VfState) -> None:
             ipam_type=st.ipam_type,
             ipam_conf=dict(st.ipam_conf),
             extra=dict(st.extra),
-            stage=RELEASE_PENDING,
+            stage=Stage.RELEASE_PENDING,
         )
     )
 
@@ -634,7 +636,6 @@ def _rehome_netdev(deps: Deps, st: VfState) -> None:
         log.info("VF %s netdev came back as %s", st.pci, found.name)
         rename_in_host(deps.links, deps.netns, found.name, st.host_ifname)
     restore_link(deps.links, st.host_ifname, st.orig_mac, st.orig_mtu, None)
-    remember_home(deps, st.pci, st.host_ifname)
 
 
 def _restore_netdev(deps: Deps, st: VfState, side: PodSide) -> bool:
@@ -663,23 +664,7 @@ def _restore_netdev(deps: Deps, st: VfState, side: PodSide) -> bool:
         if back.name != host_name:
             rename_in_host(deps.links, deps.netns, back.name, host_name)
     restore_link(deps.links, host_name, st.orig_mac, st.orig_mtu, None)
-    remember_home(deps, st.pci, host_name)
     return True
-
-
-def remember_home(deps: Deps, pci: str, name: str) -> None:
-    """After the netdev got its host name back: note it if sysfs lags the rename.
-
-    A real sysfs lists the new name under the function's ``net/`` at once;
-    only a tree that does not (a plain-file one) needs ``HomeNames``.
-    """
-    homes = HomeNames(deps.state_dir)
-    if name in host_netdevs(deps.sysfs, pci):
-        homes.forget(pci)
-        return
-    link = deps.links.find(name)
-    if link is not None:
-        homes.remember(pci, name, link.index)
 
 
 # ------------------------------------------------------------------- CHECK

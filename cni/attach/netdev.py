@@ -5,7 +5,7 @@ Written against ``cni.kernel.Links`` / ``cni.kernel.Netns`` only; imports
 nothing third-party.
 
 Never renamed in the host: that races with udev (host-device's and sriov-cni's
-scar, peers.md 1.4 10c), and older ``dev<ifindex>`` temp names collided
+scar), and older ``dev<ifindex>`` temp names collided
 (sriov-cni #56, #111). Each way takes one netns move when it can: into the pod
 and renamed there when the pod has no link called like the VF's host name (a
 move is ~16 ms of kernel time); only on that collision does the VF go through

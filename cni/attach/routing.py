@@ -13,7 +13,7 @@ Layout for a NIC ``net3`` with 172.16.13.5/24, gateway .254 (all in the pod):
 
 Decisions (README "Policy routing"):
 - Table numbers depend on the NIC name only, so attach order never matters
-  (Spiderpool counts UP links, which is order-dependent, peers.md 4.5/6b):
+  (Spiderpool counts UP links, which is order-dependent):
   ``net<N>`` -> 100 + N (coordinator's numbering for net1..), any other name
   -> a stable hash into [10000, 60000). An explicit ``routeTable`` wins. If a
   rule in the pod already uses the number for another source, we probe

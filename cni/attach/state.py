@@ -3,7 +3,7 @@
 
 Standard library and the contract modules only.
 
-Compared with sriov-cni's cache (``OrigVfState`` + NetConf, peers.md 1.5) the
+Compared with sriov-cni's cache (``OrigVfState`` + NetConf) the
 record also keeps the DPDK mode (the peer drops it, PR #346), the host ifindex
 and MAC so a VF that came back from a dead netns under the pod's name can be
 recognised, the routes/rules installed in the pod, and the IPAM identity so DEL
@@ -14,6 +14,7 @@ ADD re-saves the record as it goes, DEL restores whatever was recorded.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
+from enum import StrEnum
 from typing import Any
 
 from cni.attach.pf import PfSettings, vf_info_from_json, vf_info_to_json
@@ -21,6 +22,26 @@ from cni.kernel import RouteSpec, RuleSpec, VfInfo
 from cni.state.cache import StateCache
 
 SCHEMA = 1
+
+
+class Stage(StrEnum):
+    """How far ADD (or DEL) got with a VF; the values are what records hold on
+    disk since release 0.1.0, so a record of any release reads back."""
+
+    NEW = "new"
+    SAVED = "saved"  # record written, nothing changed yet
+    ATTACHED = "attached"  # PF settings applied
+    MOVED = "moved"  # netdev in the pod
+    ADDRESSED = "addressed"  # addresses, routes, rules in place: ADD done
+    DEL_FAILED = "del-failed"  # a DEL step failed; DEL or GC retries
+    AWAITING_VF = "awaiting-vf"  # netns unknown: the VF is not home yet
+    RESTORED = "restored"  # VF home; only the address may remain
+    RELEASE_PENDING = "release-pending"  # VF home, ipamd release to retry
+
+    @property
+    def vf_home(self) -> bool:
+        """The VF is back in the host: only the address (and record) remain."""
+        return self in (Stage.RESTORED, Stage.RELEASE_PENDING)
 
 
 @dataclass(slots=True)
@@ -52,7 +73,7 @@ class VfState:
     ipam_conf: dict[str, Any] = field(default_factory=dict)  # for DEL without stdin
     rdma_device: str | None = None  # moved into the pod (rdmaIsolation)
     extra: dict[str, Any] = field(default_factory=dict)  # plugin-specific (GUIDs...)
-    stage: str = "new"
+    stage: Stage = Stage.NEW
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"schema": SCHEMA}
@@ -79,6 +100,7 @@ class VfState:
         data["saved_main_defaults"] = [
             RouteSpec(**r) for r in data.get("saved_main_defaults") or []
         ]
+        data["stage"] = Stage(data.get("stage") or Stage.NEW)
         return cls(**data)
 
 

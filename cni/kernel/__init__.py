@@ -206,6 +206,12 @@ class Links(Protocol):
         """Move ``name`` from ``netns`` into ``to_netns`` (None = plugin's netns)."""
         ...
 
+    def move_renamed(
+        self, index: int, to_netns: NetnsPath, pattern: str, netns: NetnsPath = None
+    ) -> str:
+        """Move link ``index`` renamed to a free name from ``pattern`` ("x%d")."""
+        ...
+
     def addresses(self, name: str, netns: NetnsPath = None) -> builtins.list[str]:
         """Global-scope addresses as CIDR strings ("172.16.11.5/24")."""
         ...

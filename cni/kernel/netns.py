@@ -1,12 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
 """Network namespace handles: open by path (never create), setns, temporary netns.
 
-May import: the standard library, ``cni.kernel`` (contract) and, lazily inside
-``Namespaces.temporary()``, ``cni.kernel.links`` (which imports pyroute2).
+May import: the standard library and ``cni.kernel`` (contract). ``cni.kernel.links``
+imports this module, never the reverse: ``Namespaces`` is handed the ``Links`` it
+evacuates a temporary netns with (the one on ``Deps``).
 
 Namespaces are always opened with ``os.open(path, O_RDONLY)`` and verified with the
 ``NS_GET_NSTYPE`` ioctl, so a missing path is ``NetnsNotFound`` and is never created
-(pyroute2's default ``O_CREAT`` would create one, STYLE 2.3).
+(pyroute2's default ``O_CREAT`` would create one).
 
 ``in_netns`` switches the *calling thread* with setns(2) and restores it afterwards:
 the plugin is single-threaded, so this is Go's ``ns.Do()`` without the thread pin.
@@ -26,7 +27,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Protocol
 
-from cni.kernel import KernelError, NetnsNotFound
+from cni.kernel import KernelError, Links, NetnsNotFound
 
 log = logging.getLogger(__name__)
 
@@ -116,8 +117,9 @@ def in_netns(path: str | None) -> Iterator[None]:
 class Namespaces:
     """``Netns`` adapter: existence checks and a no-leak temporary namespace."""
 
-    def __init__(self) -> None:
+    def __init__(self, links: Links | None = None) -> None:
         self._own_key = netns_key(OWN_NETNS)
+        self._links = links
 
     def exists(self, path: str) -> bool:
         try:
@@ -139,8 +141,12 @@ class Namespaces:
         unshare(2) on this thread then setns back costs well under 1 ms, needs no
         fork, no mount and no name, and cannot leak: if the process dies the fd
         closes and the namespace goes away (see the module doc for the setns rule).
-        On exit every netdev still inside is moved back to the process's netns.
+        On exit every netdev still inside is moved back to the process's netns
+        through the ``Links`` this object was built with.
         """
+        if self._links is None:
+            raise KernelError("Namespaces.temporary() needs the Links to evacuate with")
+        links = self._links
         saved = os.open(THREAD_NETNS, os.O_RDONLY | os.O_CLOEXEC)
         try:
             if _libc.unshare(CLONE_NEWNET) != 0:
@@ -157,36 +163,30 @@ class Namespaces:
             yield path
         finally:
             try:
-                _evacuate(path)
+                _evacuate(links, path)
             finally:
                 for cache in list(_caches):
                     cache.forget(path)
                 os.close(fd)
 
 
-def _evacuate(path: str) -> None:
+def _evacuate(links: Links, path: str) -> None:
     """Move every netdev but lo from ``path`` back to the process's netns."""
-    from cni.kernel.links import PyRoute2Links
-
-    links = PyRoute2Links()
-    try:
-        for link in links.list(path):
-            if link.name == "lo":
-                continue
-            try:
-                links.move(link.name, None, netns=path)
-            except KernelError as exc:
-                if exc.errno != errno_mod.EEXIST:
-                    raise
-                # The host already has that name: let the kernel pick a free one,
-                # as it does itself when a netns dies ("dev%d").
-                new = links.move_renamed(link.index, None, "ryback%d", netns=path)
-                log.warning(
-                    "temporary netns: %s moved back as %s (name taken in host)",
-                    link.name,
-                    new,
-                )
-            else:
-                log.info("temporary netns: moved %s back to the host", link.name)
-    finally:
-        links.close()
+    for link in links.list(path):
+        if link.name == "lo":
+            continue
+        try:
+            links.move(link.name, None, netns=path)
+        except KernelError as exc:
+            if exc.errno != errno_mod.EEXIST:
+                raise
+            # The host already has that name: let the kernel pick a free one,
+            # as it does itself when a netns dies ("dev%d").
+            new = links.move_renamed(link.index, None, "ryback%d", netns=path)
+            log.warning(
+                "temporary netns: %s moved back as %s (name taken in host)",
+                link.name,
+                new,
+            )
+        else:
+            log.info("temporary netns: moved %s back to the host", link.name)

@@ -2,7 +2,7 @@
 """PCI discovery from sysfs with plain pathlib reads under a configurable root.
 
 May import: the standard library and ``cni.kernel`` only (no pyudev: libudev
-refuses fake trees, STYLE 2.4). This is the one module that spells "/sys".
+refuses fake trees). This is the one module that spells "/sys".
 
 Layout read (real sysfs, the simulated lab's tree and a tree bind-mounted over
 ``/sys/bus/pci`` are all the same shape)::
@@ -27,15 +27,15 @@ import re
 from pathlib import Path
 
 from cni.kernel import DeviceNotFound, InvalidArgument, PciDevice
+from cni.types import is_pci_address
 
-PCI_ADDRESS = re.compile(r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
 DPDK_DRIVERS = frozenset({"vfio-pci", "uio_pci_generic", "igb_uio"})
 _VIRTFN = re.compile(r"^virtfn(\d+)$")
 
 
 def check_pci(pci: str) -> str:
     """``pci`` if it is a full PCI address ("0000:af:00.2"), else InvalidArgument."""
-    if not PCI_ADDRESS.fullmatch(pci):
+    if not is_pci_address(pci):
         raise InvalidArgument(
             f"{pci!r} is not a PCI address (expected DDDD:BB:DD.F, e.g. 0000:af:00.2)"
         )
@@ -137,7 +137,7 @@ class Sysfs:
         pf_netdev = None
         vf_index = None
         if pf_pci is not None:
-            pf_nets = _entries(self.devices_dir / pf_pci / "net")
+            pf_nets = self.netdevs(pf_pci)
             pf_netdev = pf_nets[0] if pf_nets else None
             for index, vf_pci in self._virtfns(pf_pci).items():
                 if vf_pci == pci:
@@ -146,7 +146,7 @@ class Sysfs:
         return PciDevice(
             pci=pci,
             driver=_link_basename(dev / "driver"),
-            netdevs=_entries(dev / "net"),
+            netdevs=self.netdevs(pci),
             rdma_devices=_entries(dev / "infiniband"),
             pf_pci=pf_pci,
             pf_netdev=pf_netdev,

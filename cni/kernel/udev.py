@@ -3,7 +3,7 @@
 function's netdev or RDMA device to (re)appear after a driver rebind.
 
 pyudev is used only as a wake-up source: libudev refuses to read a fake sysfs
-tree (STYLE 2.4), so every answer comes from ``Sysfs`` (plain files under a
+tree, so every answer comes from ``Sysfs`` (plain files under a
 root), re-read once when the wait starts and again after each ``net`` or
 ``infiniband`` uevent. The same code therefore works on a real host and on
 the simulated one, where the lab's rebind emulation updates the fake tree and

@@ -55,14 +55,22 @@ def install(needs_root: None, installation: Any) -> Installation:
     return inst
 
 
-@pytest.fixture
-def make_host(install: Installation) -> Iterator[Callable[..., SimHost]]:
-    """Factory of simulated nodes (lab + ipamd); all torn down after the test."""
+@pytest.fixture(params=["warm", "direct"])
+def make_host(
+    request: pytest.FixtureRequest, install: Installation
+) -> Iterator[Callable[..., SimHost]]:
+    """Factory of simulated nodes (lab + ipamd); all torn down after the test.
+
+    Every client test runs twice: through the warm path (the lab's CNI bin dir
+    holds shims forwarding to the installed agent serving that lab) and in
+    direct mode (the lab's launchers run each plugin in its own process).
+    """
     made: list[SimHost] = []
+    warm = request.param == "warm"
 
     def make(rails: int = 1, vfs_per_pf: int = 1, ib_rails: int = 0) -> SimHost:
         host = SimHost.up(
-            install, rails=rails, vfs_per_pf=vfs_per_pf, ib_rails=ib_rails
+            install, rails=rails, vfs_per_pf=vfs_per_pf, ib_rails=ib_rails, warm=warm
         )
         made.append(host)
         return host

@@ -1,15 +1,16 @@
 # SPDX-License-Identifier: Apache-2.0
 """The node the client tests run on: installed plugins, a simulated host, ipamd.
 
-- ``Installation``: where ``packaging/install.sh`` put the CNI launchers and
-  ``ipamd`` (found by the conformance suite's ``installation`` fixture: the
-  node's /opt/cni/bin + /opt/railyard from ``./dev test``, or a session install).
-  The tests exec only these, never the source tree.
+- ``Installation``: where ``packaging/install.sh`` (with ``--with-sim``) put the
+  CNI launchers, ``ipamd`` and the venv's interpreter (found by the conformance
+  suite's ``installation`` fixture: the node's installation from ``./dev test``,
+  or a session install). The tests exec only installed code, never the source tree.
 - ``SimHost``: a ``railyard_sim.lab.Lab`` (veth "VFs" in this, the root, netns, so that
   every runtime's plugin execs see them) plus an ipamd on a unix socket in the lab
-  directory, serving the lab's SpiderIPPools. ``env`` is what a plugin process
-  needs to use it (``RAILYARD_SIM_ROOT``, ``RAILYARD_STATE_DIR``,
-  ``RAILYARD_IPAMD_SOCKET``).
+  directory, serving the lab's SpiderIPPools. Its ``cni_bin_dir`` holds the lab's
+  launchers, run by the installed interpreter (the installed plugins with the
+  simulated host's deps injected, ``railyard_sim.launchers``); ``env`` is what a
+  plugin process needs besides (``RAILYARD_STATE_DIR``, ``RAILYARD_IPAMD_SOCKET``).
 
 Imports: standard library, and ``railyard_sim.lab`` for building the lab (test
 infrastructure; it is not the code under test).
@@ -29,6 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from railyard_sim import agent as agent_sim
+from railyard_sim import launchers
 from railyard_sim.lab import Lab, RailSpec, VfSpec
 
 from . import netview
@@ -42,7 +45,7 @@ class HostError(RuntimeError):
 
 @dataclass(frozen=True)
 class Installation:
-    """The installed CNI launchers and the installed ``ipamd``."""
+    """The installed CNI launchers, ``ipamd`` and ``railyard-agent``."""
 
     cni_bin_dir: Path
     ipamd: str
@@ -51,9 +54,9 @@ class Installation:
         return [p for p in PLUGINS if not os.access(self.cni_bin_dir / p, os.X_OK)]
 
     @property
-    def cni_path(self) -> str:
-        """CNI_PATH of a node: our launchers first, then Debian's Go plugins."""
-        return f"{self.cni_bin_dir}:/usr/lib/cni"
+    def python(self) -> str:
+        """The installed venv's interpreter (beside its ``ipamd`` script)."""
+        return str(Path(self.ipamd).parent / "python")
 
 
 def wait_for(
@@ -140,16 +143,70 @@ class Ipamd:
             self.proc.wait()
 
 
+class Agent:
+    """The installed agent serving a lab (``railyard_sim.agent``, the production
+    server with the lab's deps) on ``<dir>/agent/agent.sock``: the warm path."""
+
+    def __init__(self, python: str, lab_dir: Path, workdir: Path) -> None:
+        self.python = python
+        self.lab_dir = lab_dir
+        self.socket = workdir / "agent" / "agent.sock"
+        self.log = workdir / "agent.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(
+                [
+                    self.python,
+                    "-m",
+                    "railyard_sim.agent",
+                    "--lab",
+                    str(self.lab_dir),
+                    "--socket",
+                    str(self.socket),
+                ],
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
+            )
+
+        def ready() -> bool:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise HostError(
+                    f"railyard-agent exited: {self.log.read_text()[-2000:]}"
+                )
+            return self.socket.exists()
+
+        wait_for(ready, 60, "railyard-agent to create its socket", step=0.02)
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        os.killpg(self.proc.pid, signal.SIGTERM)  # its workers finish first
+        try:
+            self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+
 class SimHost:
     """A lab + ipamd; build with ``SimHost.up(...)`` and always ``down()``."""
 
     def __init__(
-        self, install: Installation, workdir: Path, lab: Lab, ipamd: Ipamd
+        self,
+        install: Installation,
+        workdir: Path,
+        lab: Lab,
+        ipamd: Ipamd,
+        agent: Agent | None = None,
     ) -> None:
         self.install = install
         self.dir = workdir
         self.lab = lab
         self.ipamd = ipamd
+        self.agent = agent
         self.state_dir = workdir / "state"
 
     @classmethod
@@ -159,11 +216,15 @@ class SimHost:
         rails: int = 1,
         vfs_per_pf: int = 1,
         ib_rails: int = 0,
+        warm: bool = False,
     ) -> SimHost:
+        """``warm``: also run the installed agent, so the shims forward to it;
+        otherwise they find no agent and run each plugin directly."""
         # A short path: a unix socket path must fit in 108 bytes.
         workdir = Path(tempfile.mkdtemp(prefix="rp-", dir="/tmp"))
         lab: Lab | None = None
         ipamd: Ipamd | None = None
+        agent: Agent | None = None
         try:
             lab = Lab.up(
                 workdir / "lab", rails=rails, vfs_per_pf=vfs_per_pf, ib_rails=ib_rails
@@ -171,31 +232,58 @@ class SimHost:
             ipamd = Ipamd(install.ipamd, workdir)
             ipamd.start()
             ipamd.check("pool", "apply", "-f", str(lab.pools_file))
+            if warm:
+                agent = Agent(install.python, lab.dir, workdir)
+                agent.start()
         except BaseException:
+            if agent is not None:
+                agent.stop()
             if ipamd is not None:
                 ipamd.stop()
             if lab is not None:
                 lab.down()
             shutil.rmtree(workdir, ignore_errors=True)
             raise
-        host = cls(install, workdir, lab, ipamd)
+        # The lab's CNI bin dir runs the installed code, not this checkout's:
+        # warm, shims forwarding to the installed agent (their direct mode is
+        # the launcher); otherwise the lab's launchers themselves.
+        if agent is not None:
+            agent_sim.shim_bin_dir(
+                lab.bin_dir, lab.dir, socket=agent.socket, python=install.python
+            )
+        else:
+            launchers.write(lab.bin_dir, lab.dir, python=install.python)
+        host = cls(install, workdir, lab, ipamd, agent)
         host.state_dir.mkdir()
         return host
 
     def down(self) -> None:
         try:
-            self.ipamd.stop()
+            if self.agent is not None:
+                self.agent.stop()
         finally:
-            self.lab.down()
-            shutil.rmtree(self.dir, ignore_errors=True)
+            try:
+                self.ipamd.stop()
+            finally:
+                self.lab.down()
+                shutil.rmtree(self.dir, ignore_errors=True)
 
     # ------------------------------------------------------------ views
+
+    @property
+    def cni_bin_dir(self) -> Path:
+        """Where our plugins are for a runtime on this host: the lab's launchers."""
+        return self.lab.bin_dir
+
+    @property
+    def cni_path(self) -> str:
+        """CNI_PATH of this node: our launchers first, then Debian's Go plugins."""
+        return f"{self.cni_bin_dir}:/usr/lib/cni"
 
     @property
     def env(self) -> dict[str, str]:
         """What a plugin process must see to work on this simulated host."""
         return {
-            "RAILYARD_SIM_ROOT": str(self.lab.dir),
             "RAILYARD_STATE_DIR": str(self.state_dir),
             "RAILYARD_IPAMD_SOCKET": str(self.ipamd.socket),
         }

@@ -1,12 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """What each real client hands a plugin process, observed with a spy plugin.
 
-Our plugins find the simulated host, their state dir and ipamd through
-environment variables (RAILYARD_SIM_ROOT, RAILYARD_STATE_DIR,
-RAILYARD_IPAMD_SOCKET). These tests pin, per client, whether and how the
-environment reaches ADD *and* DEL, and what CNI_NETNS the DEL carries; the
-plugin is a shell spy that logs and then execs Debian's Go ``host-device``
-(a veth end of ours stands in for the VF), so they need none of our code.
+Our plugins find their state dir and ipamd through environment variables
+(RAILYARD_STATE_DIR, RAILYARD_IPAMD_SOCKET). These tests pin, per client,
+whether and how the environment reaches ADD *and* DEL, and what CNI_NETNS the
+DEL carries; the plugin is a shell spy that logs and then execs Debian's Go
+``host-device`` (a veth end of ours stands in for the VF), so they need none
+of our code.
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ def cnitool_env(host, net_dir: Path, ifname: str, **extra: str) -> dict[str, str
         "PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"),
         **host.env,
         "NETCONFPATH": str(net_dir),
-        "CNI_PATH": host.install.cni_path,
+        "CNI_PATH": host.cni_path,
         "CNI_IFNAME": ifname,
         **extra,
     }

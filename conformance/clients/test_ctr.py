@@ -55,7 +55,7 @@ def test_ctr_del_after_the_netns_is_gone_releases_the_address_and_restores_the_v
     name = f"rp{uuid.uuid4().hex[:8]}"
     cmd = containerd.ctr_cni_cmd(
         conf_dir,
-        host.install.cni_bin_dir,
+        host.cni_bin_dir,
         "run",
         "--rm",
         "--cni",

@@ -63,7 +63,7 @@ def test_multus_delegates_sriov_rdma_nad_with_injected_device_and_pod_args(
         mac=mac,
     )
     multus = Multus(
-        [host.install.cni_bin_dir, Path("/usr/lib/cni")],
+        [host.cni_bin_dir, Path("/usr/lib/cni")],
         tmp_short / "multus-cache",
         env={**os.environ, **host.env},
     )
@@ -128,7 +128,7 @@ def test_multus_delegates_ib_sriov_nad_with_an_infiniband_guid(
         infiniband_guid=guid,
     )
     multus = Multus(
-        [host.install.cni_bin_dir, Path("/usr/lib/cni")],
+        [host.cni_bin_dir, Path("/usr/lib/cni")],
         tmp_short / "multus-cache",
         env={**os.environ, **host.env},
     )
@@ -170,7 +170,7 @@ def test_multus_failed_second_delegate_leaves_no_vf_or_address_behind(
 
     nads = [rail_nad(1, host.rail(1).pool_v4), rail_nad(2, "no-such-pool")]
     multus = Multus(
-        [host.install.cni_bin_dir], tmp_short / "cache", env={**os.environ, **host.env}
+        [host.cni_bin_dir], tmp_short / "cache", env={**os.environ, **host.env}
     )
 
     with pytest.raises(DelegateError) as failed:

@@ -39,7 +39,7 @@ def rail_network(host: SimHost, rail_number: int) -> dict[str, object]:
 
 
 def podman_for(make_podman, host: SimHost, rails: int) -> tuple[Podman, list[str]]:
-    podman = make_podman([host.install.cni_bin_dir], host.env)
+    podman = make_podman([host.cni_bin_dir], host.env)
     names = []
     for n in range(1, rails + 1):
         net = rail_network(host, n)

@@ -2,7 +2,8 @@
 """MemoryStore: the Store contract in process memory (tests, dry runs).
 
 Standard library only. Enforces the same constraints as the SQL schema so the
-contract tests hold for both.
+contract tests hold for both. Its lease is process-local (no clock): one
+MemoryStore is never shared by two daemons.
 """
 
 from __future__ import annotations
@@ -17,12 +18,14 @@ from ipamd.store import (
     DeletePool,
     DeleteReserved,
     InsertAllocation,
+    LeaseView,
     Op,
     PutPool,
     PutReserved,
     Snapshot,
     Store,
     StoreConflict,
+    StoreFenced,
     UpdateAllocation,
 )
 
@@ -32,6 +35,9 @@ class MemoryStore:
         self._pools: dict[str, dict[str, Any]] = {}
         self._reserved: dict[str, dict[str, Any]] = {}
         self._rows: dict[tuple[str, str], AllocationRow] = {}
+        self._holder = ""
+        self._token = 0
+        self._mine: int | None = None  # the token acquired through this object
 
     def load(self) -> Snapshot:
         return Snapshot(
@@ -41,6 +47,9 @@ class MemoryStore:
         )
 
     def apply(self, ops: Sequence[Op]) -> None:
+        if self._mine is not None and self._mine != self._token:
+            self._mine = None
+            raise StoreFenced("the writer lease was taken over")
         # Work on copies and swap at the end: all or nothing, like a transaction.
         pools = dict(self._pools)
         reserved = dict(self._reserved)
@@ -95,6 +104,31 @@ class MemoryStore:
                 f"container {row.container_id} ifname {row.ifname} already holds "
                 f"an IPv{row.version} address"
             )
+
+    def acquire_lease(self, holder: str, ttl: float) -> LeaseView:
+        if not self._holder or self._holder == holder:
+            self._holder = holder
+            self._token += 1
+            self._mine = self._token
+        return self.read_lease()
+
+    def renew_lease(self, ttl: float) -> bool:
+        if self._mine is not None and self._mine != self._token:
+            self._mine = None
+        return self._mine is not None
+
+    def release_lease(self) -> None:
+        if self._mine is not None and self._mine == self._token:
+            self._holder = ""
+        self._mine = None
+
+    def read_lease(self) -> LeaseView:
+        return LeaseView(
+            self._holder, self._token, float("inf") if self._holder else 0.0
+        )
+
+    def describe(self) -> str:
+        return "memory"
 
     def close(self) -> None:
         pass

@@ -1,29 +1,42 @@
 # SPDX-License-Identifier: Apache-2.0
-"""SqlStore: the Store contract on SQLAlchemy Core (SQLite by default).
+"""SqlStore: the Store contract on SQLAlchemy Core, for SQLite and PostgreSQL.
 
-Server-only (imports sqlalchemy). Design:
+Server-only (imports sqlalchemy; alembic when opening). One access path for
+every operation: Core statements on one ``Connection`` inside
+``Connection.begin()``; executemany of plain dicts for the batch path (on
+PostgreSQL SQLAlchemy sends those as multi-row INSERTs). Design:
+
 - One connection, used by the daemon's single writer thread. Many writer
   connections on one SQLite file serialise in the busy handler and stall for
   seconds under load; one writer batching many requests per commit (group
-  commit) is both faster and simpler.
-- ``BEGIN IMMEDIATE`` emitted by us: pysqlite defers BEGIN until the first
-  write, which would let a reader upgrade lock late (SQLAlchemy's documented
-  SQLite recipe: isolation_level=None on connect, BEGIN in the "begin" event).
-- WAL + ``synchronous=FULL``: a commit returns only after the WAL is fsync'd,
-  so an acknowledged allocation survives SIGKILL and power loss.
+  commit) is both faster and simpler, and the same on PostgreSQL.
+- SQLite: ``BEGIN IMMEDIATE`` emitted by us: pysqlite defers BEGIN until the
+  first write, which would let a reader upgrade lock late (SQLAlchemy's
+  documented SQLite recipe: isolation_level=None on connect, BEGIN in the
+  "begin" event). WAL + ``synchronous=FULL``: a commit returns only after the
+  WAL is fsync'd, so an acknowledged allocation survives SIGKILL and power
+  loss. PostgreSQL's defaults (``synchronous_commit=on``) give the same.
 - UNIQUE(pool, ip) and UNIQUE(container_id, ifname, version) in the schema:
   the database, not only Python, refuses a double allocation. A held sticky
   address has container_id NULL, which UNIQUE lets repeat (SQL semantics).
-- Core, not the ORM, on the batch path: executemany of plain dicts.
+- The writer lease (``ipamd_lease``, one row): the first statement of every
+  fenced batch is ``UPDATE ipamd_lease ... WHERE token = <ours>``. It takes
+  the row lock, so a takeover (which also updates that row) is ordered
+  strictly before or after the batch: either the batch commits and the
+  takeover then sees a renewed lease, or the takeover committed first and the
+  batch matches no row and rolls back.
+- A connection the database dropped is replaced at the next operation, so a
+  restarted or failed-over PostgreSQL is picked up again.
 """
 
 from __future__ import annotations
 
 import json
-import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import fields
 from itertools import groupby
+from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
@@ -37,6 +50,7 @@ from ipamd.store import (
     DeletePool,
     DeleteReserved,
     InsertAllocation,
+    LeaseView,
     Op,
     PutPool,
     PutReserved,
@@ -44,86 +58,72 @@ from ipamd.store import (
     Store,
     StoreConflict,
     StoreError,
+    StoreFenced,
     UpdateAllocation,
 )
-
-metadata = sa.MetaData()
-
-pools_table = sa.Table(
-    "pools",
-    metadata,
-    sa.Column("name", sa.String, primary_key=True),
-    sa.Column("spec", sa.Text, nullable=False),  # SpiderIPPool spec as JSON
+from ipamd.store.schema import (
+    LEASE_ID,
+    allocations_table,
+    lease_table,
+    pools_table,
+    reserved_table,
 )
 
-reserved_table = sa.Table(
-    "reserved_ips",
-    metadata,
-    sa.Column("name", sa.String, primary_key=True),
-    sa.Column("spec", sa.Text, nullable=False),
-)
-
-allocations_table = sa.Table(
-    "allocations",
-    metadata,
-    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column(
-        "pool",
-        sa.String,
-        sa.ForeignKey("pools.name", ondelete="RESTRICT"),
-        nullable=False,
-    ),
-    sa.Column("ip", sa.String, nullable=False),
-    sa.Column("version", sa.Integer, nullable=False),
-    sa.Column("network", sa.String, nullable=False),
-    sa.Column("container_id", sa.String, nullable=True),
-    sa.Column("ifname", sa.String, nullable=False),
-    sa.Column("netns", sa.String, nullable=False, default=""),
-    sa.Column("pod_namespace", sa.String, nullable=False, default=""),
-    sa.Column("pod_name", sa.String, nullable=False, default=""),
-    sa.Column("pod_uid", sa.String, nullable=False, default=""),
-    sa.Column("node", sa.String, nullable=False, default=""),
-    sa.Column("sticky", sa.Boolean, nullable=False, default=False),
-    sa.Column("created_at", sa.Float, nullable=False),
-    sa.UniqueConstraint("pool", "ip", name="uq_pool_ip"),
-    sa.UniqueConstraint(
-        "container_id", "ifname", "version", name="uq_attachment_family"
-    ),
-)
+MIGRATIONS = Path(__file__).parent / "migrations"
+# Any 64-bit key: serialises concurrent migrations of replicas starting at once.
+_MIGRATION_LOCK = 0x7261696C79617264  # "railyard"
 
 # The allocations columns named like the record's fields, in its order.
 _ROW_FIELDS = tuple(f.name for f in fields(AllocationRow))
+
+_t = allocations_table
+_BY_ADDRESS = sa.and_(
+    _t.c.pool == sa.bindparam("k_pool"), _t.c.ip == sa.bindparam("k_ip")
+)
+_INSERT = _t.insert()
+_DELETE = _t.delete().where(_BY_ADDRESS)
+_UPDATE = _t.update().where(_BY_ADDRESS)
+_ALLOCATION_OPS = (InsertAllocation, DeleteAllocation, UpdateAllocation)
 
 
 def _row_dict(row: AllocationRow) -> dict[str, Any]:
     return {name: getattr(row, name) for name in _ROW_FIELDS}
 
 
-def _row_tuple(row: AllocationRow) -> tuple[Any, ...]:
-    return tuple(getattr(row, name) for name in _ROW_FIELDS)
+def _key(row: AllocationRow) -> dict[str, Any]:
+    return {"k_pool": row.pool, "k_ip": row.ip}
 
 
-_INSERT_SQL = (
-    f"INSERT INTO allocations ({', '.join(_ROW_FIELDS)}) "
-    f"VALUES ({', '.join('?' for _ in _ROW_FIELDS)})"
-)
-_DELETE_SQL = "DELETE FROM allocations WHERE pool = ? AND ip = ?"
-_UPDATE_SQL = (
-    f"UPDATE allocations SET {', '.join(f'{n} = ?' for n in _ROW_FIELDS)} "
-    "WHERE pool = ? AND ip = ?"
-)
-_ALLOCATION_OPS = (InsertAllocation, DeleteAllocation, UpdateAllocation)
+def _rows(ops: Sequence[Op]) -> list[AllocationRow]:
+    return [op.row for op in ops if isinstance(op, _ALLOCATION_OPS)]
+
+
+def _is_memory(url: str) -> bool:
+    return url in ("sqlite://", "sqlite:///:memory:")
 
 
 def make_engine(url: str) -> Engine:
-    """An engine with ipamd's SQLite pragmas and explicit BEGIN IMMEDIATE."""
-    is_sqlite = url.startswith("sqlite")
+    """An engine with ipamd's connection settings for the URL's database."""
     kwargs: dict[str, Any] = {}
+    is_sqlite = url.startswith("sqlite")
     if is_sqlite:
         # The writer thread is not the thread that opened the store.
         kwargs["connect_args"] = {"check_same_thread": False}
-        if url in ("sqlite://", "sqlite:///:memory:"):
+        if _is_memory(url):
             kwargs["poolclass"] = StaticPool  # one shared in-memory database
+    elif url.startswith("postgresql"):
+        # A dead peer must fail an operation within seconds (so the lease
+        # logic can act), not after the kernel's 2-hour keepalive default.
+        kwargs["connect_args"] = {
+            "connect_timeout": 2,
+            "keepalives": 1,
+            "keepalives_idle": 2,
+            "keepalives_interval": 1,
+            "keepalives_count": 2,
+            "tcp_user_timeout": 3000,
+            "application_name": "ipamd",
+        }
+        kwargs["pool_pre_ping"] = True
     engine = sa.create_engine(url, **kwargs)
     if is_sqlite:
 
@@ -144,142 +144,222 @@ def make_engine(url: str) -> Engine:
     return engine
 
 
+def migrate(conn: Connection) -> None:
+    """Create or upgrade the schema to the newest revision (Alembic).
+
+    A database written before migrations existed has the tables of revision
+    0001 and no ``alembic_version``: it is stamped 0001, then upgraded.
+    """
+    from alembic import command
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    cfg.attributes["connection"] = conn
+    with conn.begin():
+        if conn.dialect.name == "postgresql":
+            conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_MIGRATION_LOCK)))
+        tables = set(sa.inspect(conn).get_table_names())
+        if "alembic_version" not in tables and "allocations" in tables:
+            command.stamp(cfg, "0001")
+        command.upgrade(cfg, "head")
+
+
+def _db_now(dialect: str) -> sa.ColumnElement[float]:
+    """Seconds since the epoch on the database server's clock."""
+    if dialect == "postgresql":
+        # clock_timestamp, not now(): now() is frozen at transaction start.
+        return sa.literal_column("extract(epoch from clock_timestamp())::float8")
+    return sa.literal_column("((julianday('now') - 2440587.5) * 86400.0)")
+
+
 class SqlStore:
-    """Store on a SQLAlchemy URL, e.g. ``sqlite:////var/lib/railyard/ipamd.db``."""
+    """Store on a SQLAlchemy URL: ``sqlite:////var/lib/railyard/ipamd.db`` or
+    ``postgresql+psycopg://user:password@host/db``."""
 
     def __init__(self, url: str) -> None:
         self.url = url
         self._engine = make_engine(url)
-        metadata.create_all(self._engine)
-        self._conn = self._engine.connect()
-        self._sqlite = self._engine.dialect.name == "sqlite"
+        self._now = _db_now(self._engine.dialect.name)
+        self._pg = self._engine.dialect.name == "postgresql"
+        self._conn: Connection | None = None
+        self._token: int | None = None  # our lease's token, once acquired
+        self._ttl = 0.0
+        # Built once: it runs in every commit, and a statement built per call
+        # costs SQLAlchemy a cache-key walk each time.
+        lease = lease_table
+        self._fence = (
+            lease.update()
+            .where(lease.c.id == LEASE_ID, lease.c.token == sa.bindparam("b_token"))
+            .values(expires_at=self._now + sa.bindparam("b_ttl", type_=sa.Float))
+        )
+        try:
+            with self._engine.connect() as conn:
+                migrate(conn)
+        except sa.exc.SQLAlchemyError as exc:
+            self._engine.dispose()
+            raise StoreError(f"cannot open {self.describe()}: {exc}") from exc
+
+    # -- plumbing ----------------------------------------------------------
+
+    @contextmanager
+    def _transaction(self) -> Iterator[Connection]:
+        """One transaction on the writer connection, errors as StoreError."""
+        if self._conn is None or self._conn.invalidated:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+            try:
+                self._conn = self._engine.connect()
+            except sa.exc.SQLAlchemyError as exc:
+                raise StoreError(f"cannot connect to {self.describe()}: {exc}") from exc
+        conn = self._conn
+        try:
+            with conn.begin():
+                yield conn
+        except sa.exc.IntegrityError as exc:
+            raise StoreConflict(str(exc.orig)) from exc
+        except sa.exc.SQLAlchemyError as exc:
+            if isinstance(exc, sa.exc.DBAPIError) and exc.connection_invalidated:
+                conn.close()
+                self._conn = None
+            raise StoreError(str(exc)) from exc
+
+    def describe(self) -> str:
+        return self._engine.url.render_as_string(hide_password=True)
+
+    # -- data --------------------------------------------------------------
 
     def load(self) -> Snapshot:
         snap = Snapshot()
-        with self._conn.begin():
-            for name, spec in self._conn.execute(sa.select(pools_table)):
+        with self._transaction() as conn:
+            if self._pg:
+                # One snapshot across the three SELECTs (READ COMMITTED
+                # would let a concurrent writer slip in between them).
+                conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            for name, spec in conn.execute(sa.select(pools_table)):
                 snap.pools[name] = json.loads(spec)
-            for name, spec in self._conn.execute(sa.select(reserved_table)):
+            for name, spec in conn.execute(sa.select(reserved_table)):
                 snap.reserved[name] = json.loads(spec)
-            cols = [allocations_table.c[name] for name in _ROW_FIELDS]
-            result = self._conn.execute(
-                sa.select(*cols).order_by(allocations_table.c.id)
-            )
-            snap.allocations = [
-                AllocationRow(**dict(zip(_ROW_FIELDS, rec, strict=True)))
-                for rec in result
-            ]
+            cols = [_t.c[name] for name in _ROW_FIELDS]
+            result = conn.execute(sa.select(*cols).order_by(_t.c.id))
+            # Positional: the columns are selected in the record's field order.
+            snap.allocations = [AllocationRow(*rec) for rec in result.all()]
         return snap
 
     def apply(self, ops: Sequence[Op]) -> None:
         if not ops:
             return
-        if self._sqlite and all(isinstance(op, _ALLOCATION_OPS) for op in ops):
-            self._apply_allocations(ops)
-            return
-        t = allocations_table
-        try:
-            with self._conn.begin():
-                # Consecutive ops of one kind become one executemany; order is
-                # kept, so a release and a re-allocation of one address in the
-                # same batch run delete-then-insert.
-                for kind, group in groupby(ops, key=type):
-                    items = list(group)
-                    if kind is InsertAllocation:
-                        # Plain SQL through SQLAlchemy's connection: the hot
-                        # path skips statement compilation and dict binding.
-                        self._conn.exec_driver_sql(
-                            _INSERT_SQL,
-                            [
-                                _row_tuple(op.row)
-                                for op in items
-                                if isinstance(op, InsertAllocation)
-                            ],
+        with self._transaction() as conn:
+            if self._token is not None and not self._extend(conn, self._ttl):
+                self._token = None
+                raise StoreFenced("the writer lease was taken over by another ipamd")
+            # Consecutive ops of one kind become one executemany; order is
+            # kept, so a release and a re-allocation of one address in the
+            # same batch run delete-then-insert.
+            for kind, group in groupby(ops, key=type):
+                items = list(group)
+                if kind is InsertAllocation:
+                    conn.execute(_INSERT, [_row_dict(r) for r in _rows(items)])
+                elif kind is DeleteAllocation:
+                    conn.execute(_DELETE, [_key(r) for r in _rows(items)])
+                elif kind is UpdateAllocation:
+                    for op in items:
+                        assert isinstance(op, UpdateAllocation)
+                        res = conn.execute(
+                            _UPDATE, {**_row_dict(op.row), **_key(op.row)}
                         )
-                    elif kind is UpdateAllocation:
-                        for op in items:
-                            assert isinstance(op, UpdateAllocation)
-                            res = self._conn.execute(
-                                t.update()
-                                .where(t.c.pool == op.row.pool, t.c.ip == op.row.ip)
-                                .values(**_row_dict(op.row))
+                        if res.rowcount != 1:
+                            raise StoreConflict(
+                                f"no allocation {op.row.ip} in {op.row.pool}"
                             )
-                            if res.rowcount != 1:
-                                raise StoreConflict(
-                                    f"no allocation {op.row.ip} in {op.row.pool}"
-                                )
-                    elif kind is DeleteAllocation:
-                        self._conn.exec_driver_sql(
-                            _DELETE_SQL,
-                            [
-                                (op.row.pool, op.row.ip)
-                                for op in items
-                                if isinstance(op, DeleteAllocation)
-                            ],
-                        )
-                    else:
-                        for op in items:
-                            self._apply_config(op)
-        except sa.exc.IntegrityError as exc:
-            raise StoreConflict(str(exc.orig)) from exc
-        except sa.exc.SQLAlchemyError as exc:
-            raise StoreError(str(exc)) from exc
+                else:
+                    for op in items:
+                        self._apply_config(conn, op)
 
-    def _apply_allocations(self, ops: Sequence[Op]) -> None:
-        """The allocate/release hot path on SQLite: the same statements on the
-        DBAPI connection SQLAlchemy opened. SQLAlchemy's transaction and
-        statement machinery costs ~0.3 ms of CPU per commit, as much as
-        SQLite's own work; here it is one BEGIN IMMEDIATE .. COMMIT."""
-        dbapi = self._conn.connection.dbapi_connection
-        assert dbapi is not None
-        cur = dbapi.cursor()
-        try:
-            cur.execute("BEGIN IMMEDIATE")
-            try:
-                for kind, group in groupby(ops, key=type):
-                    rows = [op.row for op in group if isinstance(op, _ALLOCATION_OPS)]
-                    if kind is InsertAllocation:
-                        cur.executemany(_INSERT_SQL, [_row_tuple(r) for r in rows])
-                    elif kind is DeleteAllocation:
-                        cur.executemany(_DELETE_SQL, [(r.pool, r.ip) for r in rows])
-                    else:
-                        for r in rows:
-                            cur.execute(_UPDATE_SQL, (*_row_tuple(r), r.pool, r.ip))
-                            if cur.rowcount != 1:
-                                raise StoreConflict(f"no allocation {r.ip} in {r.pool}")
-                cur.execute("COMMIT")
-            except BaseException:
-                cur.execute("ROLLBACK")
-                raise
-        except sqlite3.IntegrityError as exc:
-            raise StoreConflict(str(exc)) from exc
-        except sqlite3.Error as exc:
-            raise StoreError(str(exc)) from exc
-        finally:
-            cur.close()
-
-    def _apply_config(self, op: Op) -> None:
+    @staticmethod
+    def _apply_config(conn: Connection, op: Op) -> None:
         if isinstance(op, PutPool | PutReserved):
             table = pools_table if isinstance(op, PutPool) else reserved_table
             spec = json.dumps(op.spec, sort_keys=True)
-            res = self._conn.execute(
+            res = conn.execute(
                 table.update().where(table.c.name == op.name).values(spec=spec)
             )
             if res.rowcount == 0:
-                self._conn.execute(table.insert().values(name=op.name, spec=spec))
+                conn.execute(table.insert().values(name=op.name, spec=spec))
         elif isinstance(op, DeletePool):
-            self._conn.execute(
-                pools_table.delete().where(pools_table.c.name == op.name)
-            )
+            conn.execute(pools_table.delete().where(pools_table.c.name == op.name))
         elif isinstance(op, DeleteReserved):
-            self._conn.execute(
+            conn.execute(
                 reserved_table.delete().where(reserved_table.c.name == op.name)
             )
         else:
             raise TypeError(f"unknown store operation {op!r}")
 
+    # -- the writer lease --------------------------------------------------
+
+    def _extend(self, conn: Connection, ttl: float) -> bool:
+        res = conn.execute(self._fence, {"b_token": self._token, "b_ttl": ttl})
+        return res.rowcount == 1
+
+    def acquire_lease(self, holder: str, ttl: float) -> LeaseView:
+        lease = lease_table
+        with self._transaction() as conn:
+            res = conn.execute(
+                lease.update()
+                .where(
+                    lease.c.id == LEASE_ID,
+                    sa.or_(lease.c.expires_at <= self._now, lease.c.holder == holder),
+                )
+                .values(
+                    holder=holder, token=lease.c.token + 1, expires_at=self._now + ttl
+                )
+            )
+            view = self._read(conn)
+        if res.rowcount == 1:
+            self._token, self._ttl = view.token, ttl
+        return view
+
+    def renew_lease(self, ttl: float) -> bool:
+        if self._token is None:
+            return False
+        with self._transaction() as conn:
+            kept = self._extend(conn, ttl)
+        if not kept:
+            self._token = None
+        else:
+            self._ttl = ttl
+        return kept
+
+    def release_lease(self) -> None:
+        if self._token is None:
+            return
+        lease = lease_table
+        with self._transaction() as conn:
+            conn.execute(
+                lease.update()
+                .where(lease.c.id == LEASE_ID, lease.c.token == self._token)
+                .values(expires_at=0.0)
+            )
+        self._token = None
+
+    def read_lease(self) -> LeaseView:
+        with self._transaction() as conn:
+            return self._read(conn)
+
+    def _read(self, conn: Connection) -> LeaseView:
+        lease = lease_table
+        holder, token, remaining = conn.execute(
+            sa.select(
+                lease.c.holder, lease.c.token, lease.c.expires_at - self._now
+            ).where(lease.c.id == LEASE_ID)
+        ).one()
+        return LeaseView(holder, int(token), float(remaining))
+
     def close(self) -> None:
-        self._conn.close()
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
         self._engine.dispose()
 
 

@@ -537,6 +537,41 @@ class FakeLinks:
         link.addresses = []
         dst.links[name] = link
 
+    def move_renamed(
+        self, index: int, to_netns: NetnsPath, pattern: str, netns: NetnsPath = None
+    ) -> str:
+        """Move and rename in one step, the kernel picking a free name from
+        ``pattern`` ("x%d": the lowest free number) in the target netns."""
+        self.k._enter("move_renamed", index, to_netns, pattern, netns)
+        src = self.k._ns(netns)
+        dst = self.k._ns(to_netns)
+        link = next((ln for ln in src.links.values() if ln.index == index), None)
+        if link is None:
+            raise kernel_error(errno_mod.ENODEV, f"link index {index}")
+        if "%d" in pattern:
+            new_name = next(
+                pattern.replace("%d", str(n))
+                for n in itertools.count()
+                if pattern.replace("%d", str(n)) not in dst.links
+            )
+        elif pattern in dst.links and dst.links[pattern] is not link:
+            raise kernel_error(errno_mod.EEXIST, f"move link {index} as {pattern}")
+        else:
+            new_name = pattern
+        old = link.name
+        del src.links[old]
+        # dev_change_net_namespace: closes the device, flushes its addresses
+        # and the routes through it.
+        src.routes = [r for r in src.routes if r.dev != old]
+        if dst is not src:
+            link.up = False
+            link.addresses = []
+        link.name = new_name
+        if new_name in link.altnames:
+            link.altnames.remove(new_name)
+        dst.links[new_name] = link
+        return new_name
+
     def addresses(self, name: str, netns: NetnsPath = None) -> builtins.list[str]:
         self.k._enter("addresses", name, netns)
         return list(self.k._link(name, netns).addresses)

@@ -6,7 +6,7 @@ Used by the sriov, ib-sriov and rdma kernel/integration tests and the
 benchmark. ``Harness`` owns one ``railyard_sim.lab.Lab`` (veth VFs - IPoIB ones on
 IB rails -, fabric netns with gateways, fake PCI tree with RDMA devices), a
 tmp state dir and a ``FakeIpam`` holding the lab's pools; ``deps()`` builds
-the production dependencies for the lab (``RAILYARD_SIM_ROOT``), with
+the production dependencies for the lab (``railyard_sim.host.lab_deps``), with
 optional ``FaultProxy`` wrappers or another ``VfOps`` (``tests.doubles.
 sim_faults``). Every pod netns is a lab netns, so ``Lab.down()`` removes it
 whatever the test did.
@@ -22,10 +22,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from cni.deps import Deps, real_deps
+from cni.deps import Deps
+from cni.skel import CmdArgs, PluginFuncs
+from railyard_sim.host import lab_deps
 from railyard_sim.lab import Lab, RailSpec, VfSpec, ip_json
 from railyard_sim.recording import RecordingVfOps
-from cni.skel import CmdArgs
 from tests.doubles.fake_ipam import FakeIpam, FakePool
 from tests.doubles.faults import FaultProxy
 
@@ -69,7 +70,6 @@ class Harness:
     @property
     def env(self) -> dict[str, str]:
         return {
-            **self.lab.env(),
             "RAILYARD_STATE_DIR": str(self.state_dir),
             "CNI_PATH": CNI_PATH,
             "RAILYARD_NODE_NAME": "node1",
@@ -79,7 +79,7 @@ class Harness:
     def deps(self, *, faulty: bool = False, vf: RecordingVfOps | None = None) -> Deps:
         """Real deps for the lab; with ``faulty`` the links/probes are proxied,
         with ``vf`` the PF-side ops are that double."""
-        deps = real_deps(self.env)
+        deps = lab_deps(self.lab.dir, self.env)
         if vf is not None:
             deps = dataclasses.replace(deps, vf=vf)
         if not faulty:
@@ -87,6 +87,14 @@ class Harness:
         self.links = FaultProxy(deps.links)
         self.probes = FaultProxy(deps.probes)
         return dataclasses.replace(deps, links=self.links, probes=self.probes)
+
+    def funcs(self, commands: Any, deps: Deps | None = None) -> PluginFuncs:
+        """A plugin's commands (``commands.plugin_funcs``) on this lab with the
+        FakeIpam: with ``deps`` (closed after one command), else fresh lab
+        deps for each command."""
+        make_deps = (lambda _a: deps) if deps is not None else (lambda _a: self.deps())
+        funcs: PluginFuncs = commands.plugin_funcs(make_deps, self.ipam_factory)
+        return funcs
 
     def pod(self) -> str:
         """A fresh pod netns (lab-owned); its /var/run/netns path."""
@@ -175,16 +183,14 @@ class Harness:
     def state_files(self) -> list[str]:
         """Every record left under the state dir.
 
-        Locks and ``home/`` are excluded: they describe devices, not pods
-        (``cni.attach.allocation.HomeNames``: a VF's last host name, needed
-        here because the plain-file tree does not follow renames).
+        Locks are excluded: they describe devices, not pods.
         """
         if not self.state_dir.exists():
             return []
         return sorted(
             str(p.relative_to(self.state_dir))
             for p in self.state_dir.rglob("*")
-            if p.is_file() and p.parent.name not in ("locks", "home")
+            if p.is_file() and p.parent.name != "locks"
         )
 
 

@@ -21,7 +21,7 @@ def host_links() -> set[str]:
 
 
 def test_exists_check_and_is_current(host: Host):
-    ns = Namespaces()
+    ns = Namespaces(PyRoute2Links())
     other = host.make()
     assert ns.exists(host.path) and ns.exists(other)
     ns.check(other)
@@ -31,7 +31,7 @@ def test_exists_check_and_is_current(host: Host):
 
 
 def test_missing_path_is_reported_and_never_created(host: Host):
-    ns = Namespaces()
+    ns = Namespaces(PyRoute2Links())
     missing = f"/var/run/netns/{unique_name('rk')}"
     assert not ns.exists(missing)
     with pytest.raises(NetnsNotFound):
@@ -40,7 +40,7 @@ def test_missing_path_is_reported_and_never_created(host: Host):
 
 
 def test_a_deleted_named_netns_is_not_found(host: Host):
-    ns = Namespaces()
+    ns = Namespaces(PyRoute2Links())
     gone = host.make()
     ip(None, "netns", "del", os.path.basename(gone))
     assert not ns.exists(gone)
@@ -57,7 +57,7 @@ def test_in_netns_switches_and_restores_even_on_error(host: Host):
 
 
 def test_temporary_is_a_fresh_empty_netns(host: Host):
-    with Namespaces().temporary() as tmp:
+    with Namespaces(PyRoute2Links()).temporary() as tmp:
         assert netns_key(tmp) != netns_key(host.path)
         links = PyRoute2Links()
         try:
@@ -75,7 +75,7 @@ def test_temporary_moves_a_renamed_link_back_to_the_own_netns(host: Host):
     renamed = unique_name("rk")
     links = PyRoute2Links()
     try:
-        with Namespaces().temporary() as tmp:
+        with Namespaces(PyRoute2Links()).temporary() as tmp:
             links.move(a, tmp)
             links.rename(a, renamed, tmp)
             assert a not in host_links()
@@ -89,7 +89,7 @@ def test_temporary_returns_links_even_when_the_block_fails(host: Host):
     ip(None, "link", "add", a, "type", "veth", "peer", "name", b)
     links = PyRoute2Links()
     try:
-        with pytest.raises(RuntimeError), Namespaces().temporary() as tmp:
+        with pytest.raises(RuntimeError), Namespaces(links).temporary() as tmp:
             links.move(a, tmp)
             raise RuntimeError("step failed")
         assert a in host_links()
@@ -102,7 +102,7 @@ def test_temporary_renames_on_the_way_back_when_the_name_is_taken(host: Host):
     ip(None, "link", "add", a, "type", "veth", "peer", "name", b)
     links = PyRoute2Links()
     try:
-        with Namespaces().temporary() as tmp:
+        with Namespaces(PyRoute2Links()).temporary() as tmp:
             index = links.get(a).index
             links.move(a, tmp)
             # Someone takes the name in the host meanwhile.
@@ -131,7 +131,7 @@ def test_temporary_makes_links_drop_their_socket_for_it(host: Host):
     try:
         links.list(None)
         before = len(os.listdir("/proc/self/fd"))
-        with Namespaces().temporary() as tmp:
+        with Namespaces(links).temporary() as tmp:
             links.list(tmp)
             assert len(os.listdir("/proc/self/fd")) > before
         # The cached socket would keep the dead netns alive: it must be gone.

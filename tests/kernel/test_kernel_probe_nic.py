@@ -257,7 +257,7 @@ IPS = [
 
 def test_detect_names_the_silent_ipv6_gateway_of_a_dual_stack_nic(seg: Segment):
     with pytest.raises(CniError) as info:
-        detect(RawProbes(), seg.pod_if, seg.pod, IPS, DetectionPolicy(interval=0.05))
+        detect(RawProbes(), seg.pod_if, seg.pod, IPS, DetectionPolicy(window=0.15))
     assert (info.value.code, info.value.msg) == (
         GATEWAY_UNREACHABLE,
         f"gateway {SILENT6} is unreachable",
@@ -297,3 +297,20 @@ def test_probe_and_announce_sockets_are_closed_after_the_calls(seg: Segment):
     while _packet_sockets_in(seg.pod) and time.monotonic() < deadline:
         time.sleep(0.02)
     assert _packet_sockets_in(seg.pod) == 0
+
+
+def test_default_detection_costs_one_100ms_window_and_ends_at_the_gateway_reply(
+    seg: Segment,
+):
+    # A clean IPv4 NIC with a live gateway: the conflict window (100 ms, three
+    # probes) is waited in full, the gateway check ends at its first answer.
+    t0 = time.monotonic()
+    detect(
+        RawProbes(),
+        seg.pod_if,
+        seg.pod,
+        [IpamAddress(f"{POD4}/24", GW4, "p4", 4)],
+        DetectionPolicy(),
+    )
+    elapsed = time.monotonic() - t0
+    assert 0.09 <= elapsed < 0.2, f"detection took {elapsed * 1000:.0f} ms"

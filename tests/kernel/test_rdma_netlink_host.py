@@ -84,7 +84,7 @@ def test_device_list_inside_a_netns_without_rdma_returns_to_the_host_netns(
 def test_rdma_binary_on_this_host_reports_no_rdma_without_a_traceback(
     tmp_path,
 ) -> None:
-    """The real host (no RAILYARD_SIM_ROOT): a CNI error on stdout, code 100."""
+    """The real host: a CNI error on stdout, code 100."""
     binary = f"{sys.prefix}/bin/railyard-rdma"
     conf = {
         "cniVersion": "1.0.0",

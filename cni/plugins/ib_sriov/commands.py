@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -45,9 +45,8 @@ from cni.attach.commands import (
     del_ipam_netconf,
     ipam_status,
     prev_attachment,
-    raise_gc_errors,
+    real_ipam,
     record_ipams,
-    resources,
 )
 from cni.attach.commands import attach_spec as attach_spec_for
 from cni.attach.device import INFINIBAND
@@ -60,15 +59,16 @@ from cni.attach.lifecycle import (
     ReleasePending,
     attach,
     detach,
-    gc,
-    remember_home,
     store_for,
 )
+from cni.attach.lifecycle import gc as gc_vfs
 from cni.attach.netdev import rename_in_host
 from cni.attach.pf import PfSettings
+from cni.deps import default_deps
 from cni.errors import CHECK_FAILED, DEVICE_ERROR, STATUS_UNAVAILABLE, CniError
 from cni.ipam import IpamClient
 from cni.kernel import KernelError, NotSupported, Timeout
+from cni.plugins.binding import Commands, bind, gc_failed
 from cni.plugins.ib_sriov.config import IbConf, load_conf
 from cni.skel import CmdArgs, PluginFuncs
 from cni.state.cache import StateCache
@@ -76,7 +76,7 @@ from cni.state.locks import Locks
 from cni.types import Result
 
 if TYPE_CHECKING:
-    from cni.deps import Deps
+    from cni.deps import Deps, DepsFactory
 
 log = logging.getLogger(__name__)
 
@@ -189,8 +189,6 @@ def restore_guid(deps: Deps, rec: Mapping[str, Any], timeout: float) -> None:
     if original and name != original:
         rename_in_host(deps.links, deps.netns, name, str(original))
         log.info("VF %s netdev renamed back from %s to %s", pci, name, original)
-        # The next ADD finds it by this name even where sysfs lags the rename.
-        remember_home(deps, pci, str(original))
 
 
 class GuidHook:
@@ -305,14 +303,6 @@ def add(args: CmdArgs, conf: IbConf, deps: Deps, ipam: IpamClient | None) -> Res
     return to_result(att, conf.cni_version)
 
 
-def cmd_add(
-    args: CmdArgs, deps: Deps | None = None, ipam_factory: IpamFactory | None = None
-) -> Result:
-    conf = load_conf(args.netconf, args.cni_args)
-    with resources(args, deps, ipam_factory) as (d, ipam):
-        return add(args, conf, d, ipam)
-
-
 # --------------------------------------------------------------------- DEL
 
 
@@ -366,72 +356,83 @@ def delete(args: CmdArgs, conf: IbConf, deps: Deps, ipam: IpamClient | None) -> 
         _finish_guid(deps, args.container_id, args.ifname, timeout)
 
 
-def cmd_del(
-    args: CmdArgs, deps: Deps | None = None, ipam_factory: IpamFactory | None = None
-) -> None:
-    conf = load_conf(args.netconf, args.cni_args, require_device=False)
-    pick = del_ipam_netconf(PLUGIN, args)
-    with resources(args, deps, ipam_factory, ipam_netconf=pick) as (d, ipam):
-        delete(args, conf, d, ipam)
-
-
 # ------------------------------------------------------- CHECK, GC, STATUS
 
 
-def cmd_check(
-    args: CmdArgs, deps: Deps | None = None, ipam_factory: IpamFactory | None = None
-) -> None:
-    conf = load_conf(args.netconf, args.cni_args, require_device=False)
+def check(args: CmdArgs, conf: IbConf, deps: Deps, ipam: IpamClient | None) -> None:
     prev = prev_attachment(conf.base.prev_result, args.ifname)
-    with resources(args, deps, ipam_factory) as (d, ipam):
-        check_vf(d, ipam, PLUGIN, conf.name, args, prev)
-        st = store_for(d, PLUGIN).load(args.container_id, args.ifname)
-        if st is not None and st.rdma_device:
-            if st.rdma_device not in d.rdma.devices(args.netns):
-                raise CniError(
-                    CHECK_FAILED, f"RDMA device {st.rdma_device} is not in {args.netns}"
-                )
+    check_vf(deps, ipam, PLUGIN, conf.name, args, prev)
+    st = store_for(deps, PLUGIN).load(args.container_id, args.ifname)
+    if st is not None and st.rdma_device:
+        if st.rdma_device not in deps.rdma.devices(args.netns):
+            raise CniError(
+                CHECK_FAILED, f"RDMA device {st.rdma_device} is not in {args.netns}"
+            )
 
 
-def cmd_gc(
-    args: CmdArgs, deps: Deps | None = None, ipam_factory: IpamFactory | None = None
-) -> None:
-    conf = load_conf(args.netconf, args.cni_args, require_device=False)
-    with (
-        resources(args, deps, ipam_factory) as (d, ipam),
-        record_ipams(args, ipam_factory, ipam) as ipam_for,
-    ):
-        errors = gc(d, PLUGIN, conf.name, args.valid_attachments, ipam, ipam_for)
+def gc(args: CmdArgs, conf: IbConf, deps: Deps, ipam: IpamClient | None) -> None:
+    """GC: stale records released through the IPAM that allocated each; GUIDs
+    of gone attachments rebound."""
+    gc_through(real_ipam)(args, conf, deps, ipam)
+
+
+def gc_through(
+    make_ipam: IpamFactory,
+) -> Callable[[CmdArgs, IbConf, Deps, IpamClient | None], None]:
+    """GC whose records are released through the IPAM that allocated each
+    (``teardown.ipam_netconf``), built with ``make_ipam`` when it is not the
+    netconf's."""
+
+    def run(args: CmdArgs, conf: IbConf, deps: Deps, ipam: IpamClient | None) -> None:
+        with record_ipams(args, make_ipam, ipam) as ipam_for:
+            errors = gc_vfs(
+                deps, PLUGIN, conf.name, args.valid_attachments, ipam, ipam_for
+            )
         timeout = rebind_timeout(args.env)
-        for rec in list(StateCache(d.state_dir, GUID_RECORDS).records()):
+        for rec in list(StateCache(deps.state_dir, GUID_RECORDS).records()):
             if rec.network != conf.name or args.is_valid_attachment(
                 rec.container_id, rec.ifname
             ):
                 continue
             try:
-                with Locks(d.state_dir).lock(f"ib-pf-{rec.data.get('pf_pci')}"):
-                    _finish_guid(d, rec.container_id, rec.ifname, timeout)
+                key = pf_lock_key(deps, str(rec.data.get("pci", "")))
+                with Locks(deps.state_dir).lock(key):
+                    _finish_guid(deps, rec.container_id, rec.ifname, timeout)
             except CniError as exc:
                 errors.append(f"{rec.container_id}/{rec.ifname}: {exc}")
-    raise_gc_errors(errors)
+        gc_failed(errors)
+
+    return run
 
 
-def cmd_status(
-    args: CmdArgs, deps: Deps | None = None, ipam_factory: IpamFactory | None = None
-) -> None:
+def status(args: CmdArgs, conf: IbConf, deps: Deps, ipam: IpamClient | None) -> None:
     """STATUS: 50 when IPAM is unavailable or rdmaIsolation cannot work here."""
-    conf = load_conf(args.netconf, args.cni_args, require_device=False)
     if conf.rdma_isolation:
         from cni.attach.rdma import require_exclusive
 
-        with resources(args, deps, ipam_factory, with_ipam=False) as (d, _):
-            try:
-                require_exclusive(d.rdma)
-            except CniError as exc:
-                raise CniError(STATUS_UNAVAILABLE, exc.msg, exc.details) from exc
-    ipam_status(args, ipam_factory)
+        try:
+            require_exclusive(deps.rdma)
+        except CniError as exc:
+            raise CniError(STATUS_UNAVAILABLE, exc.msg, exc.details) from exc
+    ipam_status(ipam)
 
 
-FUNCS = PluginFuncs(
-    add=cmd_add, del_=cmd_del, check=cmd_check, status=cmd_status, gc=cmd_gc
+COMMANDS = Commands(
+    load_conf=load_conf,
+    add=add,
+    delete=delete,
+    check=check,
+    status=status,
+    gc=gc,
+    del_ipam_netconf=del_ipam_netconf(PLUGIN),
 )
+
+
+def plugin_funcs(
+    make_deps: DepsFactory | None = None, make_ipam: IpamFactory | None = None
+) -> PluginFuncs:
+    """The five commands over these factories (None: the production ones)."""
+    make_ipam = make_ipam or real_ipam
+    # GC builds one IPAM client per allocating IPAM, from the same factory.
+    commands = replace(COMMANDS, gc=gc_through(make_ipam))
+    return bind(commands, make_deps or default_deps, make_ipam)

@@ -4,7 +4,7 @@
 Imports only the standard library and the pure ``cni.{args,errors,types}``: a
 config error is reported without loading pyroute2 or grpc.
 
-ib-sriov-cni keys (peers.md 2.1): ``deviceID`` (required), ``pkey``,
+ib-sriov-cni keys: ``deviceID`` (required), ``pkey``,
 ``link_state``, ``rdmaIsolation`` (default false), ``ibKubernetesEnabled``,
 ``vfioPciMode``, ``runtimeConfig.infinibandGUID`` > ``args.cni.guid`` (and
 CNI_ARGS ``GUID``), ``ipam`` (``dhcp`` refused). A top-level ``guid`` key is
@@ -21,19 +21,19 @@ kept in the state so ib-kubernetes tooling can read it back.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from cni import netconf_fields as fields
 from cni.args import CniArgs, args_cni, requested_guid
 from cni.attach import conf as keys
 from cni.attach.conf import DEFAULT_RULE_PRIORITY, BaseFields, json_value, opt_str
 from cni.types import NetConf as BaseNetConf
 
-GUID_RE = re.compile(r"^([0-9a-fA-F]{2}:){7}[0-9a-fA-F]{2}$")
-PKEY_RE = re.compile(r"^(0[xX])?[0-9a-fA-F]{1,4}$")
-MAX_PKEY = 0x7FFF
+if TYPE_CHECKING:
+    from cni.skel import CmdArgs
+
 IB_APP_KEY = "mellanox.infiniband.app"
 IB_APP_CONFIGURED = "configured"
 
@@ -76,38 +76,18 @@ def _bool(data: Mapping[str, Any], key: str, default: bool) -> bool:
 
 def validate_guid(guid: str) -> str:
     """8 bytes of colon hex, not all zero (ib-sriov-cni ``invalid guid %s``)."""
-    if not GUID_RE.match(guid) or all(b == "00" for b in guid.split(":")):
-        raise _err(
-            f"invalid guid {guid}",
-            "expected 8 bytes of colon-separated hex, not all zero "
-            "(e.g. 02:00:00:00:00:00:00:01)",
-        )
-    return guid.lower()
+    return fields.guid(guid)
 
 
 def validate_pkey(pkey: str) -> str:
     """A 15-bit partition key as "0x%04x"; "" stays "" (no pkey)."""
-    if pkey == "":
-        return ""
-    if not PKEY_RE.match(pkey):
-        raise _err(
-            f"invalid pkey {pkey}",
-            "expected a hex partition key, with or without 0x (e.g. 0x7fff)",
-        )
-    value = int(pkey, 16)
-    if not 0 < value <= MAX_PKEY:
-        raise _err(
-            f"invalid pkey {pkey}",
-            f"a partition key is 15 bits: 0x0001-0x{MAX_PKEY:04x} (the membership "
-            "bit is set by the subnet manager)",
-        )
-    return f"0x{value:04x}"
+    return fields.pkey(pkey)
 
 
 # ------------------------------------------------------------------- load
 
 
-def load_conf(
+def parse_conf(
     data: Mapping[str, Any],
     cni_args: CniArgs | None = None,
     require_device: bool = True,
@@ -155,3 +135,8 @@ def load_conf(
         route_table=keys.route_table(data),
         rule_priority=prio,
     )
+
+
+def load_conf(args: CmdArgs) -> IbConf:
+    """The command's netconf, validated; only ADD requires a ``deviceID``."""
+    return parse_conf(args.netconf, args.cni_args, require_device=args.command == "ADD")

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """The chained ``rdma`` plugin: move the VF's RDMA device into the pod and back.
 
-rdma-cni compatible (peers.md 3.4), with its gaps closed:
+rdma-cni compatible, with its gaps closed:
 
 - ADD needs ``prevResult`` (it runs after ``sriov`` in a conflist), requires
   exclusive RDMA netns mode, finds the RDMA device of ``deviceID`` (or, without
@@ -23,8 +23,8 @@ Imports only light modules at top; adapters come through ``cni.deps``.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from cni.attach.rdma import (
     MoveOutcome,
@@ -33,7 +33,7 @@ from cni.attach.rdma import (
     require_exclusive,
     resolve_rdma_device,
 )
-from cni.deps import Deps
+from cni.deps import Deps, DepsFactory, default_deps
 from cni.errors import (
     CHECK_FAILED,
     DEVICE_ERROR,
@@ -42,12 +42,16 @@ from cni.errors import (
     CniError,
 )
 from cni.kernel import KernelError, VfInfo
-from cni.plugins.rdma.config import STATE_VERSION, load_conf
+from cni.plugins.binding import Commands, bind, gc_failed
+from cni.plugins.rdma.config import STATE_VERSION, RdmaConf, load_conf
 from cni.rollback import Rollback
 from cni.skel import CmdArgs, PluginFuncs
 from cni.state.cache import StateCache
 from cni.state.locks import Locks
 from cni.types import Interface, Result
+
+if TYPE_CHECKING:
+    from cni.attach.commands import IpamFactory
 
 log = logging.getLogger(__name__)
 
@@ -55,14 +59,6 @@ PLUGIN = "rdma"
 #: Our VF plugins' caches, consulted when the VF tables cannot name the VF.
 VF_PLUGIN_CACHES = ("sriov", "ib-sriov")
 NO_DEVICE_ID = '"DeviceID" network configuration attribute is required for rdma CNI'
-
-DepsFactory = Callable[[CmdArgs], Deps]
-
-
-def real_deps_for(ca: CmdArgs) -> Deps:
-    from cni.deps import real_deps
-
-    return real_deps(ca.env)
 
 
 # ------------------------------------------------------------ VF from MAC
@@ -171,38 +167,29 @@ def _already_attached(deps: Deps, cache: StateCache, ca: CmdArgs, pci: str) -> b
     return present
 
 
-def cmd_add(ca: CmdArgs, make_deps: DepsFactory = real_deps_for) -> Result | None:
-    conf = load_conf(ca.netconf)
-    if ca.conf.prev_result is None:
-        raise CniError(
-            INVALID_CONFIG,
-            "RDMA-CNI is expected to be called as part of a plugin chain",
-            "no prevResult in the network config",
+def add(ca: CmdArgs, conf: RdmaConf, deps: Deps, ipam: None) -> Result | None:
+    require_exclusive(deps.rdma)
+    prev = ca.conf.prev_result
+    assert prev is not None  # load_conf refuses an ADD without one
+    pci = conf.device_id or derive_pci(ca, prev, deps)
+    cache = StateCache(deps.state_dir, PLUGIN)
+    with Locks(deps.state_dir).lock(pci), Rollback(log) as rb:
+        if _already_attached(deps, cache, ca, pci):
+            return None
+        dev = resolve_rdma_device(deps.sysfs, pci)
+        cache.save(
+            ca.container_id,
+            ca.ifname,
+            _record(pci, dev, ca.netns),
+            network=conf.base.name,
         )
-    deps = make_deps(ca)
-    try:
-        require_exclusive(deps.rdma)
-        pci = conf.device_id or derive_pci(ca, ca.conf.prev_result, deps)
-        cache = StateCache(deps.state_dir, PLUGIN)
-        with Locks(deps.state_dir).lock(pci), Rollback(log) as rb:
-            if _already_attached(deps, cache, ca, pci):
-                return None
-            dev = resolve_rdma_device(deps.sysfs, pci)
-            cache.save(
-                ca.container_id,
-                ca.ifname,
-                _record(pci, dev, ca.netns),
-                network=conf.base.name,
-            )
-            rb.push(
-                lambda: cache.delete(ca.container_id, ca.ifname),
-                "delete the rdma state",
-            )
-            move_rdma_in(deps.rdma, dev, ca.netns, rb)
-            rb.commit()
-        log.info("RDMA device %s of %s moved into %s", dev, pci, ca.netns)
-    finally:
-        deps.close()
+        rb.push(
+            lambda: cache.delete(ca.container_id, ca.ifname),
+            "delete the rdma state",
+        )
+        move_rdma_in(deps.rdma, dev, ca.netns, rb)
+        rb.commit()
+    log.info("RDMA device %s of %s moved into %s", dev, pci, ca.netns)
     return None  # skel prints prevResult, converted to the config's cniVersion
 
 
@@ -236,78 +223,76 @@ def _restore(
         cache.delete(cid, ifname)
 
 
-def cmd_del(ca: CmdArgs, make_deps: DepsFactory = real_deps_for) -> None:
-    load_conf(ca.netconf)
-    deps = make_deps(ca)
+def delete(ca: CmdArgs, conf: RdmaConf, deps: Deps, ipam: None) -> None:
+    cache = StateCache(deps.state_dir, PLUGIN)
+    record = cache.load(ca.container_id, ca.ifname)
+    if record is None:
+        log.warning(
+            "no rdma state for %s/%s: nothing to restore", ca.container_id, ca.ifname
+        )
+        return
+    _restore(deps, cache, ca.container_id, ca.ifname, record, ca.netns)
+
+
+def check(ca: CmdArgs, conf: RdmaConf, deps: Deps, ipam: None) -> None:
+    record = StateCache(deps.state_dir, PLUGIN).load(ca.container_id, ca.ifname)
+    if record is None:
+        raise CniError(CHECK_FAILED, "no rdma state for this attachment")
+    dev = str(record.get("containerRdmaDevName"))
     try:
-        cache = StateCache(deps.state_dir, PLUGIN)
-        record = cache.load(ca.container_id, ca.ifname)
-        if record is None:
-            log.warning(
-                "no rdma state for %s/%s: nothing to restore",
-                ca.container_id,
-                ca.ifname,
-            )
-            return
-        _restore(deps, cache, ca.container_id, ca.ifname, record, ca.netns)
-    finally:
-        deps.close()
+        present = dev in deps.rdma.devices(ca.netns)
+    except KernelError as exc:
+        raise CniError(
+            CHECK_FAILED, f"cannot list RDMA devices in {ca.netns}", str(exc)
+        ) from exc
+    if not present:
+        raise CniError(CHECK_FAILED, f"RDMA device {dev} is not in {ca.netns}")
 
 
-def cmd_check(ca: CmdArgs, make_deps: DepsFactory = real_deps_for) -> None:
-    load_conf(ca.netconf)
-    deps = make_deps(ca)
-    try:
-        record = StateCache(deps.state_dir, PLUGIN).load(ca.container_id, ca.ifname)
-        if record is None:
-            raise CniError(CHECK_FAILED, "no rdma state for this attachment")
-        dev = str(record.get("containerRdmaDevName"))
-        try:
-            present = dev in deps.rdma.devices(ca.netns)
-        except KernelError as exc:
-            raise CniError(
-                CHECK_FAILED, f"cannot list RDMA devices in {ca.netns}", str(exc)
-            ) from exc
-        if not present:
-            raise CniError(CHECK_FAILED, f"RDMA device {dev} is not in {ca.netns}")
-    finally:
-        deps.close()
-
-
-def cmd_gc(ca: CmdArgs, make_deps: DepsFactory = real_deps_for) -> None:
+def gc(ca: CmdArgs, conf: RdmaConf, deps: Deps, ipam: None) -> None:
     """Restore the devices of attachments of this network the runtime dropped."""
-    network = ca.conf.name
-    deps = make_deps(ca)
-    try:
-        cache = StateCache(deps.state_dir, PLUGIN)
-        for rec in list(cache.records()):
-            if rec.network != network or ca.is_valid_attachment(
-                rec.container_id, rec.ifname
-            ):
-                continue
-            try:
-                _restore(deps, cache, rec.container_id, rec.ifname, rec.data, "")
-            except CniError as exc:  # GC goes on (SPEC.md "GC")
-                log.error("GC of %s/%s: %s", rec.container_id, rec.ifname, exc)
-    finally:
-        deps.close()
+    cache = StateCache(deps.state_dir, PLUGIN)
+    errors: list[str] = []
+    for rec in list(cache.records()):
+        if rec.network != conf.base.name or ca.is_valid_attachment(
+            rec.container_id, rec.ifname
+        ):
+            continue
+        try:
+            _restore(deps, cache, rec.container_id, rec.ifname, rec.data, "")
+        except CniError as exc:  # GC goes on (SPEC.md "GC"), then reports
+            errors.append(f"{rec.container_id}/{rec.ifname}: {exc}")
+    gc_failed(errors)
 
 
-def cmd_status(ca: CmdArgs, make_deps: DepsFactory = real_deps_for) -> None:
-    deps = make_deps(ca)
+def status(ca: CmdArgs, conf: RdmaConf, deps: Deps, ipam: None) -> None:
     try:
         require_exclusive(deps.rdma)
     except CniError as exc:
         raise CniError(STATUS_UNAVAILABLE, exc.msg, exc.details) from exc
-    finally:
-        deps.close()
 
 
-def plugin_funcs(make_deps: DepsFactory = real_deps_for) -> PluginFuncs:
-    return PluginFuncs(
-        add=lambda ca: cmd_add(ca, make_deps),
-        del_=lambda ca: cmd_del(ca, make_deps),
-        check=lambda ca: cmd_check(ca, make_deps),
-        gc=lambda ca: cmd_gc(ca, make_deps),
-        status=lambda ca: cmd_status(ca, make_deps),
-    )
+COMMANDS = Commands(
+    load_conf=load_conf,
+    add=add,
+    delete=delete,
+    check=check,
+    status=status,
+    gc=gc,
+    ipam_in=(),  # rdma allocates no address
+)
+
+
+def plugin_funcs(
+    make_deps: DepsFactory | None = None, make_ipam: IpamFactory | None = None
+) -> PluginFuncs:
+    """The five commands over this deps factory (None: the production one).
+
+    rdma allocates no address: ``make_ipam`` is accepted for the common shape
+    and never called.
+    """
+    return bind(COMMANDS, make_deps or default_deps, make_ipam or _no_ipam)
+
+
+def _no_ipam(netconf: Mapping[str, Any], env: Mapping[str, str]) -> None:
+    return None

@@ -4,7 +4,7 @@
 Imports only the standard library and the pure ``cni.{args,errors,types}``: a
 config error must be reported without loading pyroute2.
 
-Keys (peers.md 3.1): ``cniVersion``, ``name``, ``type: "rdma"``, ``deviceID``
+Keys: ``cniVersion``, ``name``, ``type: "rdma"``, ``deviceID``
 (injected at top level by Multus; ``runtimeConfig.deviceID`` is accepted too),
 ``args.cni.debug`` (accepted, ignored: ``logLevel`` is our switch). Unknown
 keys are ignored, as Go's json.Unmarshal does. rdma-cni also takes auxiliary
@@ -13,15 +13,17 @@ keys are ignored, as Go's json.Unmarshal does. rdma-cni also takes auxiliary
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cni.args import runtime_device_id
 from cni.errors import INVALID_CONFIG, CniError
 from cni.types import NetConf as BaseNetConf
+from cni.types import is_pci_address
 
-PCI_RE = re.compile(r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
+if TYPE_CHECKING:
+    from cni.skel import CmdArgs
+
 STATE_VERSION = "1.0"  # rdma-cni's RdmaNetState.Version
 
 
@@ -35,7 +37,7 @@ class RdmaConf:
         return self.base.cni_version
 
 
-def load_conf(netconf: dict[str, Any]) -> RdmaConf:
+def parse_conf(netconf: dict[str, Any]) -> RdmaConf:
     """Parse and validate; CniError 7 names the offending key."""
     base = BaseNetConf.from_dict(netconf)
     raw = netconf.get("deviceID", "")
@@ -48,7 +50,7 @@ def load_conf(netconf: dict[str, Any]) -> RdmaConf:
             f"'deviceID' must be a string, got {raw!r}",
         )
     device_id = raw or runtime_device_id(netconf)
-    if device_id and not PCI_RE.match(device_id):
+    if device_id and not is_pci_address(device_id):
         raise CniError(
             INVALID_CONFIG,
             f"deviceID {device_id} is not a PCI address",
@@ -56,3 +58,15 @@ def load_conf(netconf: dict[str, Any]) -> RdmaConf:
             "not supported",
         )
     return RdmaConf(base=base, device_id=device_id.lower())
+
+
+def load_conf(args: CmdArgs) -> RdmaConf:
+    """The command's netconf, validated; ADD must carry a ``prevResult``."""
+    conf = parse_conf(args.netconf)
+    if args.command == "ADD" and conf.base.prev_result is None:
+        raise CniError(
+            INVALID_CONFIG,
+            "RDMA-CNI is expected to be called as part of a plugin chain",
+            "no prevResult in the network config",
+        )
+    return conf

@@ -1,10 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The sriov plugin's commands: parse and validate first, then build the deps.
+"""The sriov plugin's commands: ``add/delete/check/status/gc(args, conf, deps, ipam)``.
 
-``cmd_*(args)`` is what ``cni.skel`` calls: it validates the netconf (a config
-error costs no pyroute2/grpc import), then builds the real dependencies and the
-IPAM client (``cni.attach.commands.resources``) unless a test passed its own
-``Deps`` and IPAM factory, and runs the shared lifecycle (``cni.attach``).
+``plugin_funcs(make_deps, make_ipam)`` binds them (``cni.plugins.binding``):
+the netconf is validated by ``config.load_conf`` first (a config error costs
+no pyroute2/grpc import), then the deps and the IPAM client are built, and the
+shared VF lifecycle (``cni.attach``) runs.
 
 Module-level imports: standard library and cni's light modules only.
 """
@@ -12,6 +12,7 @@ Module-level imports: standard library and cni's light modules only.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -21,22 +22,24 @@ from cni.attach.commands import (
     del_ipam_netconf,
     ipam_status,
     prev_attachment,
-    raise_gc_errors,
+    real_ipam,
     record_ipams,
-    resources,
 )
 from cni.attach.commands import attach_spec as attach_spec_for
 from cni.attach.device import ETHERNET
 from cni.attach.ipam_glue import to_result
-from cni.attach.lifecycle import AttachSpec, DetachRequest, attach, detach, gc
+from cni.attach.lifecycle import AttachSpec, DetachRequest, attach, detach
+from cni.attach.lifecycle import gc as gc_vfs
 from cni.attach.pf import PfSettings
+from cni.deps import default_deps
 from cni.ipam import IpamClient
+from cni.plugins.binding import ADD, CHECK, DEL, GC, Commands, bind, gc_failed
 from cni.plugins.sriov.config import NetConf, load_conf
 from cni.skel import CmdArgs, PluginFuncs
 from cni.types import Result
 
 if TYPE_CHECKING:
-    from cni.deps import Deps
+    from cni.deps import Deps, DepsFactory
 
 log = logging.getLogger(__name__)
 
@@ -85,62 +88,70 @@ def add(args: CmdArgs, nc: NetConf, deps: Deps, ipam: IpamClient | None) -> Resu
     return to_result(att, nc.cni_version)
 
 
-def cmd_add(
-    args: CmdArgs, deps: Deps | None = None, ipam_factory: IpamFactory | None = None
-) -> Result:
-    nc = load_conf(args.netconf, args.cni_args)
-    with resources(args, deps, ipam_factory) as (d, ipam):
-        return add(args, nc, d, ipam)
-
-
 # --------------------------------------------------------------------- DEL
 
 
-def cmd_del(
-    args: CmdArgs, deps: Deps | None = None, ipam_factory: IpamFactory | None = None
-) -> None:
-    nc = load_conf(args.netconf, args.cni_args, require_device=False)
+def delete(args: CmdArgs, nc: NetConf, deps: Deps, ipam: IpamClient | None) -> None:
     req = DetachRequest(PLUGIN, nc.name, args.container_id, args.ifname, args.netns)
-    pick = del_ipam_netconf(PLUGIN, args)
-    with resources(args, deps, ipam_factory, ipam_netconf=pick) as (d, ipam):
-        detach(d, req, ipam)
+    detach(deps, req, ipam)
 
 
 # ------------------------------------------------------------------- CHECK
 
 
-def cmd_check(
-    args: CmdArgs, deps: Deps | None = None, ipam_factory: IpamFactory | None = None
-) -> None:
-    nc = load_conf(args.netconf, args.cni_args, require_device=False)
+def check(args: CmdArgs, nc: NetConf, deps: Deps, ipam: IpamClient | None) -> None:
     prev = prev_attachment(nc.base.prev_result, args.ifname)
-    with resources(args, deps, ipam_factory) as (d, ipam):
-        check_vf(d, ipam, PLUGIN, nc.name, args, prev)
+    check_vf(deps, ipam, PLUGIN, nc.name, args, prev)
 
 
 # ------------------------------------------------------------- STATUS, GC
 
 
-def cmd_status(
-    args: CmdArgs, deps: Deps | None = None, ipam_factory: IpamFactory | None = None
-) -> None:
+def status(args: CmdArgs, nc: NetConf, deps: None, ipam: IpamClient | None) -> None:
     """STATUS: 50 when ipamd (or the delegated IPAM's STATUS) says unavailable."""
-    load_conf(args.netconf, args.cni_args, require_device=False)
-    ipam_status(args, ipam_factory)
+    ipam_status(ipam)
 
 
-def cmd_gc(
-    args: CmdArgs, deps: Deps | None = None, ipam_factory: IpamFactory | None = None
-) -> None:
-    nc = load_conf(args.netconf, args.cni_args, require_device=False)
-    with (
-        resources(args, deps, ipam_factory) as (d, ipam),
-        record_ipams(args, ipam_factory, ipam) as ipam_for,
-    ):
-        errors = gc(d, PLUGIN, nc.name, args.valid_attachments, ipam, ipam_for)
-    raise_gc_errors(errors)
+def gc(args: CmdArgs, nc: NetConf, deps: Deps, ipam: IpamClient | None) -> None:
+    """GC: each stale record released through the IPAM that allocated it."""
+    gc_through(real_ipam)(args, nc, deps, ipam)
 
 
-FUNCS = PluginFuncs(
-    add=cmd_add, del_=cmd_del, check=cmd_check, status=cmd_status, gc=cmd_gc
+def gc_through(
+    make_ipam: IpamFactory,
+) -> Callable[[CmdArgs, NetConf, Deps, IpamClient | None], None]:
+    """GC whose records are released through the IPAM that allocated each
+    (``teardown.ipam_netconf``), built with ``make_ipam`` when it is not the
+    netconf's."""
+
+    def run(args: CmdArgs, nc: NetConf, deps: Deps, ipam: IpamClient | None) -> None:
+        with record_ipams(args, make_ipam, ipam) as ipam_for:
+            errors = gc_vfs(
+                deps, PLUGIN, nc.name, args.valid_attachments, ipam, ipam_for
+            )
+        gc_failed(errors)
+
+    return run
+
+
+COMMANDS = Commands(
+    load_conf=load_conf,
+    add=add,
+    delete=delete,
+    check=check,
+    status=status,
+    gc=gc,
+    # STATUS asks IPAM only: no kernel handle, no pyroute2 import.
+    deps_in={ADD, DEL, CHECK, GC},
+    del_ipam_netconf=del_ipam_netconf(PLUGIN),
 )
+
+
+def plugin_funcs(
+    make_deps: DepsFactory | None = None, make_ipam: IpamFactory | None = None
+) -> PluginFuncs:
+    """The five commands over these factories (None: the production ones)."""
+    make_ipam = make_ipam or real_ipam
+    # GC builds one IPAM client per allocating IPAM, from the same factory.
+    commands = replace(COMMANDS, gc=gc_through(make_ipam))
+    return bind(commands, make_deps or default_deps, make_ipam)

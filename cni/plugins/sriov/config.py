@@ -15,24 +15,24 @@ Keys we do not know are ignored, as Go's json.Unmarshal does.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from cni import netconf_fields as fields
 from cni.args import CniArgs, requested_mac
 from cni.attach import conf as keys
 from cni.attach.conf import DEFAULT_RULE_PRIORITY, BaseFields, opt_int, opt_str
 from cni.errors import DECODE_FAILURE, CniError
 from cni.types import NetConf as BaseNetConf
 
+if TYPE_CHECKING:
+    from cni.skel import CmdArgs
+
 PROTO_8021Q = "802.1q"
 PROTO_8021AD = "802.1ad"
 #: IFLA_VF_VLAN_INFO ``vlan_proto`` values (ETH_P_8021Q / ETH_P_8021AD).
 VLAN_PROTO_NUMBERS = {PROTO_8021Q: 0x8100, PROTO_8021AD: 0x88A8}
-
-_MAC_RE = re.compile(r"^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$")
-
 
 _err = keys.config_error
 
@@ -147,14 +147,11 @@ def _validate_vlan(
 
 
 def _validate_mac(mac: str) -> str:
-    mac = mac.lower()
-    if mac and not _MAC_RE.match(mac):
-        # sriov-cni parses it only when applying; we fail before touching the VF.
-        raise _err(f"failed to parse MAC address {mac}", "expected xx:xx:xx:xx:xx:xx")
-    return mac
+    # sriov-cni parses it only when applying; we fail before touching the VF.
+    return fields.mac(mac) if mac else ""
 
 
-def load_conf(
+def parse_conf(
     stdin: bytes | str | Mapping[str, Any],
     cni_args: CniArgs | None = None,
     require_device: bool = True,
@@ -179,10 +176,8 @@ def load_conf(
     mac = requested_mac(data, cni_args or CniArgs()) or opt_str(data, "mac") or ""
 
     mtu = keys.mtu(data)
-    for key in ("min_tx_rate", "max_tx_rate"):
-        rate = opt_int(data, key)
-        if rate is not None and rate < 0:
-            raise _err(f"{key} {rate} invalid: must be 0 or more Mbps")
+    min_tx_rate = fields.tx_rate(opt_int(data, "min_tx_rate"), "min_tx_rate")
+    max_tx_rate = fields.tx_rate(opt_int(data, "max_tx_rate"), "max_tx_rate")
 
     prio = keys.rule_priority(data)
     # ``enableRdma`` is Spiderpool's older spelling of ``rdmaIsolation``.
@@ -199,8 +194,8 @@ def load_conf(
         spoofchk=_on_off(opt_str(data, "spoofchk")),
         trust=_on_off(opt_str(data, "trust")),
         link_state=link_state,
-        min_tx_rate=opt_int(data, "min_tx_rate"),
-        max_tx_rate=opt_int(data, "max_tx_rate"),
+        min_tx_rate=min_tx_rate,
+        max_tx_rate=max_tx_rate,
         mtu=mtu,
         detect_ip_conflict=_opt_bool(data, "detectIPConflict", True),
         detect_gateway=_opt_bool(data, "detectGateway", True),
@@ -210,3 +205,8 @@ def load_conf(
         route_table=keys.route_table(data),
         rule_priority=prio,
     )
+
+
+def load_conf(args: CmdArgs) -> NetConf:
+    """The command's netconf, validated; only ADD requires a ``deviceID``."""
+    return parse_conf(args.netconf, args.cni_args, require_device=args.command == "ADD")

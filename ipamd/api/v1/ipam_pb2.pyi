@@ -207,20 +207,26 @@ class StatusRequest(_message.Message):
     def __init__(self, client_version: _Optional[str] = ...) -> None: ...
 
 class StatusReply(_message.Message):
-    __slots__ = ("ready", "message", "server_version", "api_version", "pools", "allocations")
+    __slots__ = ("ready", "message", "server_version", "api_version", "pools", "allocations", "role", "lease_holder", "database")
     READY_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     SERVER_VERSION_FIELD_NUMBER: _ClassVar[int]
     API_VERSION_FIELD_NUMBER: _ClassVar[int]
     POOLS_FIELD_NUMBER: _ClassVar[int]
     ALLOCATIONS_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    LEASE_HOLDER_FIELD_NUMBER: _ClassVar[int]
+    DATABASE_FIELD_NUMBER: _ClassVar[int]
     ready: bool
     message: str
     server_version: str
     api_version: str
     pools: int
     allocations: int
-    def __init__(self, ready: _Optional[bool] = ..., message: _Optional[str] = ..., server_version: _Optional[str] = ..., api_version: _Optional[str] = ..., pools: _Optional[int] = ..., allocations: _Optional[int] = ...) -> None: ...
+    role: str
+    lease_holder: str
+    database: str
+    def __init__(self, ready: _Optional[bool] = ..., message: _Optional[str] = ..., server_version: _Optional[str] = ..., api_version: _Optional[str] = ..., pools: _Optional[int] = ..., allocations: _Optional[int] = ..., role: _Optional[str] = ..., lease_holder: _Optional[str] = ..., database: _Optional[str] = ...) -> None: ...
 
 class ApplyPoolsRequest(_message.Message):
     __slots__ = ("client_version", "manifest", "pools", "reserved", "dry_run")

@@ -9,21 +9,18 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from railyard_sim.recording import Journal, rdma_location
 from cni.state.locks import Locks
+from railyard_sim.recording import Journal, rdma_location
 from tests.doubles.sriov_lab import GUID, Harness, pod_links
 from tests.doubles.sriov_lab import link as host_link
 
 pytestmark = pytest.mark.integration
-
-BINARY = Path(sys.executable).parent / "railyard-ib-sriov"
 
 
 @pytest.fixture
@@ -44,7 +41,7 @@ def start(
         "PATH": "/usr/sbin:/usr/bin",
     }
     proc = subprocess.Popen(
-        [str(BINARY)],
+        [str(h.lab.bin_dir / "ib-sriov")],  # the lab's launcher
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -1,9 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """ib-sriov on the simulated host: GUIDs, rebind + rename, rdmaIsolation, rollback.
 
-In-process (``cmd_add(args, deps=...)`` with the production deps of a lab and
-a FakeIpam). Read-backs go around our adapters: ``ip -j`` for links, the
-recording state for GUIDs and RDMA device locations.
+In-process (``plugin_funcs(make_deps, make_ipam).add(args)`` with the
+production deps of a lab and a FakeIpam). Read-backs go around our adapters:
+``ip -j`` for links, the recording state for GUIDs and RDMA device locations.
 """
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ import pytest
 from cni.errors import CniError
 from cni.ipam import IpamError
 from cni.plugins.ib_sriov import commands
+from cni.state.cache import StateCache
 from railyard_sim.recording import (
     Journal,
     RecordingVfOps,
     rdma_location,
     set_netns_mode,
 )
-from cni.state.cache import StateCache
 from tests.doubles.sim_faults import UnbindOnlyVfOps
 from tests.doubles.sriov_lab import GUID, Harness, host_links, pod_links
 from tests.doubles.sriov_lab import link as host_link
@@ -45,19 +45,13 @@ def add(
     vf_ops: RecordingVfOps | None = None,
     cid: str = "c1",
 ) -> object:
-    return commands.cmd_add(
-        h.args("ADD", conf, netns, container_id=cid),
-        deps=h.deps(vf=vf_ops),
-        ipam_factory=h.ipam_factory,
-    )  # type: ignore[arg-type]
+    return h.funcs(commands, h.deps(vf=vf_ops)).add(
+        h.args("ADD", conf, netns, container_id=cid)
+    )
 
 
 def delete(h: Harness, conf: dict, netns: str, cid: str = "c1") -> None:
-    commands.cmd_del(
-        h.args("DEL", conf, netns, container_id=cid),
-        deps=h.deps(),
-        ipam_factory=h.ipam_factory,
-    )
+    h.funcs(commands).del_(h.args("DEL", conf, netns, container_id=cid))
 
 
 def assert_home(h: Harness, name: str) -> None:
@@ -230,12 +224,12 @@ def test_check_passes_then_fails_when_the_rdma_device_left_the_pod(
     res = add(h, conf, pod)
     checked = {**conf, "prevResult": res.to_json("1.0.0")}  # type: ignore[attr-defined]
     args = h.args("CHECK", checked, pod)
-    commands.cmd_check(args, deps=h.deps(), ipam_factory=h.ipam_factory)
+    h.funcs(commands).check(args)
     from railyard_sim.recording import RecordingRdmaOps
 
     RecordingRdmaOps(h.lab.dir).move(vf.rdma, None, netns=pod)
     with pytest.raises(CniError) as info:
-        commands.cmd_check(args, deps=h.deps(), ipam_factory=h.ipam_factory)
+        h.funcs(commands).check(args)
     assert info.value.code == 106
     assert info.value.msg == f"RDMA device {vf.rdma} is not in {pod}"
     delete(h, conf, pod)
@@ -265,7 +259,7 @@ def test_gc_restores_guid_and_vf_of_attachments_the_runtime_dropped(
     from cni.ipam import Attachment
 
     args.valid_attachments = [Attachment("keep", "net1")]
-    commands.cmd_gc(args, deps=h.deps(), ipam_factory=h.ipam_factory)
+    h.funcs(commands).gc(args)
     assert h.guids(rail, gone_vf) == orig_gone
     assert host_link(gone_vf.netdev) is not None
     assert pod_links(pod_gone) == ["lo"]
@@ -398,9 +392,7 @@ def test_rdma_device_renumbered_by_the_guid_rebind_is_the_one_moved(
     assert rdma_location(h.lab.dir, new) == pod
     rec = StateCache(h.state_dir, "ib-sriov").load("c1", "net1")
     assert rec is not None and rec["rdma_device"] == new
-    commands.cmd_del(
-        h.args("DEL", conf, pod), deps=h.deps(vf=ops), ipam_factory=h.ipam_factory
-    )
+    h.funcs(commands, h.deps(vf=ops)).del_(h.args("DEL", conf, pod))
     [_, (_, again)] = ops.renamed  # DEL's GUID rebind renumbers it once more
     assert rdma_location(h.lab.dir, again) is None
     assert_home(h, vf.netdev)
@@ -422,7 +414,7 @@ def test_netdev_recreated_by_the_rdma_move_home_gets_its_name_back(
     add(h, conf, pod)
     rdma = RecreatingRdmaOps(h.lab.dir, {vf.rdma: vf.pci})
     deps = dataclasses.replace(h.deps(), rdma=rdma)
-    commands.cmd_del(h.args("DEL", conf, pod), deps=deps, ipam_factory=h.ipam_factory)
+    h.funcs(commands, deps).del_(h.args("DEL", conf, pod))
     assert rdma.recreated == [vf.rdma]
     assert rdma_location(h.lab.dir, vf.rdma) is None
     assert_home(h, vf.netdev)  # the recreated netdev, renamed back

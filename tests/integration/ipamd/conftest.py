@@ -12,6 +12,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -31,13 +32,28 @@ spec:
 
 
 class DaemonProc:
-    """One ``ipamd serve`` process; ``kill()`` is SIGKILL, ``stop()`` SIGTERM."""
+    """One ``ipamd serve`` process; ``kill()`` is SIGKILL, ``stop()`` SIGTERM.
 
-    def __init__(self, workdir: Path, *extra: str) -> None:
+    ``db_url`` defaults to a SQLite file in ``workdir``; replicas on one
+    database get distinct ``name``s (their own socket and log). A replica
+    expected to start as a standby is started with ``ready=False``: it only
+    waits until the daemon answers Status.
+    """
+
+    def __init__(
+        self,
+        workdir: Path,
+        *extra: str,
+        db_url: str | None = None,
+        name: str = "ipamd",
+        ready: bool = True,
+    ) -> None:
         self.workdir = workdir
-        self.socket = workdir / "run" / "ipamd.sock"
+        self.name = name
+        self.socket = workdir / ("run" if name == "ipamd" else name) / "ipamd.sock"
         self.db = workdir / "ipamd.db"
-        self.log = workdir / "ipamd.log"
+        self.db_url = db_url or f"sqlite:///{self.db}"
+        self.log = workdir / f"{name}.log"
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
                 [
@@ -46,7 +62,7 @@ class DaemonProc:
                     "ipamd",
                     "serve",
                     "--db",
-                    f"sqlite:///{self.db}",
+                    self.db_url,
                     "--listen",
                     str(self.socket),
                     *extra,
@@ -55,7 +71,34 @@ class DaemonProc:
                 stdout=log,
                 stderr=log,
             )
-        self.wait_ready()
+        if ready:
+            self.wait_ready()
+        else:
+            self.wait_serving()
+
+    def status(self, timeout: float = 1.0) -> Any:
+        """The daemon's StatusReply (role, lease holder, readiness)."""
+        from cni.ipam.grpc_client import IpamdClient
+        from ipamd.api.v1 import ipam_pb2 as pb
+        from ipamd.api.v1.version import API_VERSION
+
+        with IpamdClient(str(self.socket), timeout=timeout) as client:
+            return client.stub.Status(
+                pb.StatusRequest(client_version=API_VERSION), timeout=timeout
+            )
+
+    def wait_serving(self, timeout: float = 20.0) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"ipamd exited: {self.log.read_text()}")
+            try:
+                self.status()
+                return
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
 
     def wait_ready(self, timeout: float = 20.0) -> None:
         from cni.ipam.grpc_client import IpamdClient
@@ -102,8 +145,8 @@ def start_daemon(workdir: Path) -> Iterator[Callable[..., DaemonProc]]:
     """Factory; every process started is stopped at teardown."""
     procs: list[DaemonProc] = []
 
-    def start(*extra: str) -> DaemonProc:
-        procs.append(DaemonProc(workdir, *extra))
+    def start(*extra: str, **kw: Any) -> DaemonProc:
+        procs.append(DaemonProc(workdir, *extra, **kw))
         return procs[-1]
 
     try:
@@ -111,6 +154,7 @@ def start_daemon(workdir: Path) -> Iterator[Callable[..., DaemonProc]]:
     finally:
         for p in procs:
             if p.proc.poll() is None:
+                os.kill(p.proc.pid, signal.SIGCONT)  # a test may have paused it
                 os.kill(p.proc.pid, signal.SIGKILL)
                 p.proc.wait(10)
 

@@ -19,7 +19,13 @@ import pytest
 
 from railyard_sim.lab import Lab, RailSpec, VfSpec
 from railyard_sim.recording import rdma_location, set_netns_mode
-from railyard_sim.runtime import DEBIAN_BIN, Attachment, PluginError, Runtime, plugin_bin_dir
+from railyard_sim.runtime import (
+    DEBIAN_BIN,
+    Attachment,
+    PluginError,
+    Runtime,
+    plugin_bin_dir,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -29,8 +35,8 @@ class Chain:
         self.lab = lab
         self.state_dir = root / "state"
         self.rt = Runtime(
-            [plugin_bin_dir(root), DEBIAN_BIN],
-            env={**lab.env(), "RAILYARD_STATE_DIR": str(self.state_dir)},
+            [plugin_bin_dir(lab.dir), DEBIAN_BIN],
+            env={"RAILYARD_STATE_DIR": str(self.state_dir)},
             cache_dir=root / "results",
         )
         self.pods = 0

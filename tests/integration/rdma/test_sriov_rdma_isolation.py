@@ -29,8 +29,9 @@ def h(tmp_path: Path) -> Iterator[Harness]:
 
 
 def run(h: Harness, command: str, conf: dict, netns: str) -> object:
-    fn = commands.cmd_add if command == "ADD" else commands.cmd_del
-    return fn(h.args(command, conf, netns), deps=h.deps(), ipam_factory=h.ipam_factory)
+    funcs = h.funcs(commands)
+    fn = funcs.add if command == "ADD" else funcs.del_
+    return fn(h.args(command, conf, netns))
 
 
 @pytest.mark.parametrize("key", ["rdmaIsolation", "enableRdma"])

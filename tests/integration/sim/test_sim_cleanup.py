@@ -177,7 +177,9 @@ class _Installed:
     def __init__(self, bin_dir: Path) -> None:
         bin_dir.mkdir()
         self.sim = bin_dir / "railyard-sim"
-        self.sim.write_text(f'#!/bin/sh\nexec {sys.executable} -m railyard_sim.cli "$@"\n')
+        self.sim.write_text(
+            f'#!/bin/sh\nexec {sys.executable} -m railyard_sim.cli "$@"\n'
+        )
         self.sim.chmod(0o755)
         self.ipamd = Path(sys.executable).parent / "ipamd"
 

@@ -47,6 +47,11 @@ def test_up_serves_the_lab_pools_and_down_removes_everything(tmp_path: Path) -> 
         ).stdout
         assert "gpu1-net11" in listed and "gpu2-net12-v6" in listed
         assert "[railyard-sim" in up.stderr  # progress on stderr
+        # A copy-paste environment for a hand-run plugin, and each PF's MTU.
+        assert f"export CNI_PATH={lab / 'cni-bin'}:" in up.stdout
+        assert f"export RAILYARD_IPAMD_SOCKET={lab / 'ipamd.sock'}" in up.stdout
+        assert f"export RAILYARD_STATE_DIR={lab / 'state'}" in up.stdout
+        assert up.stdout.count("mtu 9000") == 2
     finally:
         down = sim("down", "--lab", str(lab))
     assert down.returncode == 0, down.stderr

@@ -54,13 +54,9 @@ def snapshot(h: Harness, index: int = 0) -> dict[str, Any]:
 
 
 def run(h: Harness, command: str, conf: dict[str, Any], netns: str, cid: str) -> Any:
-    mod = sriov if conf["type"] == "sriov" else ib_sriov
-    fn = mod.cmd_add if command == "ADD" else mod.cmd_del
-    return fn(
-        h.args(command, conf, netns, container_id=cid),
-        deps=h.deps(),
-        ipam_factory=h.ipam_factory,
-    )
+    funcs = h.funcs(sriov if conf["type"] == "sriov" else ib_sriov)
+    fn = funcs.add if command == "ADD" else funcs.del_
+    return fn(h.args(command, conf, netns, container_id=cid))
 
 
 def freed(h: Harness, address: str) -> int:

@@ -1,9 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """sriov ADD on the simulated host: each step read back from the real netns.
 
-In-process (``cmd_add(args, deps=...)`` with the production deps of a lab and a
-FakeIpam), so each test costs one lab (~0.2 s). State is read back through
-``ip -j`` and the recorded PF-side VF table, not through our adapters.
+In-process (``plugin_funcs(make_deps, make_ipam).add(args)`` with the
+production deps of a lab and a FakeIpam), so each test costs one lab (~0.2 s).
+State is read back through ``ip -j`` and the recorded PF-side VF table, not
+through our adapters.
 """
 
 from __future__ import annotations
@@ -53,14 +54,14 @@ def add(
     cni_args: str = "",
 ) -> Result:
     args = h.args("ADD", conf, netns, ifname, cid, cni_args)
-    return commands.cmd_add(args, deps=h.deps(), ipam_factory=h.ipam_factory)
+    return h.funcs(commands).add(args)
 
 
 def delete(
     h: Harness, conf: dict[str, Any], netns: str, ifname: str = "net1", cid: str = "c1"
 ) -> None:
     args = h.args("DEL", conf, netns, ifname, cid)
-    commands.cmd_del(args, deps=h.deps(), ipam_factory=h.ipam_factory)
+    h.funcs(commands).del_(args)
 
 
 def test_add_moves_the_vf_into_the_pod_renamed_up_and_addressed(h: Harness) -> None:

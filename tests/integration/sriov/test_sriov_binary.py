@@ -20,7 +20,13 @@ import pytest
 
 from railyard_sim import daemon
 from railyard_sim.lab import Lab
-from railyard_sim.runtime import DEBIAN_BIN, Attachment, PluginError, Runtime, plugin_bin_dir
+from railyard_sim.runtime import (
+    DEBIAN_BIN,
+    Attachment,
+    PluginError,
+    Runtime,
+    plugin_bin_dir,
+)
 from tests.doubles.sriov_lab import addresses, link, netns_name, routes, rules
 
 pytestmark = pytest.mark.integration
@@ -49,7 +55,6 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
 @pytest.fixture(scope="module")
 def runtime(lab: Lab) -> Runtime:
     env = {
-        **lab.env(),
         **daemon.client_env(lab.dir),
         "RAILYARD_STATE_DIR": str(lab.dir / "plugin-state"),
         "RAILYARD_NODE_NAME": "node1",
@@ -78,7 +83,7 @@ def sriov_conflist(
     **sriov: Any,
 ) -> dict[str, Any]:
     """Spiderpool's rendered SpiderMultusConfig conflist plus multus' deviceID:
-    ``[sriov, rdma?, tuning]`` (peers.md 4.7)."""
+    ``[sriov, rdma?, tuning]``."""
     r = lab.rail(rail)
     pci = r.vfs[vf].pci
     ipam: dict[str, Any] = {"type": "spiderpool", "default_ipv4_ippool": [r.pool_v4]}

@@ -21,7 +21,7 @@ from cni.errors import CHECK_FAILED, STATUS_UNAVAILABLE, CniError
 from cni.ipam import Attachment
 from cni.kernel import KernelError
 from cni.plugins.sriov import commands
-from cni.skel import PluginFuncs, run_plugin
+from cni.skel import run_plugin
 from cni.types import Result
 from tests.doubles.sriov_lab import (
     Harness,
@@ -56,21 +56,15 @@ def snapshot(h: Harness, index: int = 0) -> dict[str, Any]:
 
 def add(h: Harness, pod: str, cid: str = "c1", index: int = 0) -> Result:
     conf = h.conf(index=index, **SETTINGS)
-    return commands.cmd_add(
-        h.args("ADD", conf, pod, container_id=cid),
-        deps=h.deps(),
-        ipam_factory=h.ipam_factory,
-    )
+    return h.funcs(commands).add(h.args("ADD", conf, pod, container_id=cid))
 
 
 def delete(
     h: Harness, netns: str, cid: str = "c1", deps: Any = None, **conf_extra: Any
 ) -> None:
     conf = h.conf(**{**SETTINGS, **conf_extra})
-    commands.cmd_del(
-        h.args("DEL", conf, netns, container_id=cid),
-        deps=deps or h.deps(),
-        ipam_factory=h.ipam_factory,
+    h.funcs(commands, deps or h.deps()).del_(
+        h.args("DEL", conf, netns, container_id=cid)
     )
 
 
@@ -179,9 +173,7 @@ def test_next_pod_gets_the_vf_cleanly_after_del(h: Harness) -> None:
 
 def check(h: Harness, pod: str, prev: dict[str, Any]) -> None:
     conf = h.conf(**SETTINGS, prevResult=prev)
-    commands.cmd_check(
-        h.args("CHECK", conf, pod), deps=h.deps(), ipam_factory=h.ipam_factory
-    )
+    h.funcs(commands).check(h.args("CHECK", conf, pod))
 
 
 def test_check_passes_on_an_intact_attachment(h: Harness) -> None:
@@ -231,7 +223,7 @@ def gc(h: Harness, valid: list[Attachment]) -> None:
     conf = h.conf(cniVersion="1.1.0")
     args = h.args("GC", conf, "")
     args.valid_attachments = valid
-    commands.cmd_gc(args, deps=h.deps(), ipam_factory=h.ipam_factory)
+    h.funcs(commands).gc(args)
 
 
 def test_gc_restores_and_releases_attachments_not_listed_as_valid(
@@ -254,11 +246,7 @@ def test_status_reports_50_when_ipamd_is_unreachable(h: Harness) -> None:
     h.ipam.available = False
     conf = h.conf(cniVersion="1.1.0")
     out = io.StringIO()
-    funcs = PluginFuncs(
-        add=commands.cmd_add,
-        del_=commands.cmd_del,
-        status=lambda a: commands.cmd_status(a, ipam_factory=h.ipam_factory),
-    )
+    funcs = h.funcs(commands)
     code = run_plugin(
         funcs,
         "test",
@@ -307,15 +295,11 @@ def test_dpdk_vf_gets_addresses_reported_not_configured_and_del_works(
     before_vf = vf_table(h.lab, rail.pf_netdev, vf.index)
     pod = h.pod()
     conf = h.conf(index=1, vlan=9)
-    res = commands.cmd_add(
-        h.args("ADD", conf, pod), deps=h.deps(), ipam_factory=h.ipam_factory
-    )
+    res = h.funcs(commands).add(h.args("ADD", conf, pod))
     assert [str(ip.address) for ip in res.ips] == ["172.16.11.1/24"]
     assert link("net1", pod) is None
     assert vf_table(h.lab, rail.pf_netdev, vf.index)["vlan"] == 9
-    commands.cmd_del(
-        h.args("DEL", conf, pod), deps=h.deps(), ipam_factory=h.ipam_factory
-    )
+    h.funcs(commands).del_(h.args("DEL", conf, pod))
     assert vf_table(h.lab, rail.pf_netdev, vf.index) == before_vf
     assert h.ipam.held == {} and not record_exists(h)
 
@@ -332,7 +316,7 @@ def test_del_restores_the_vf_even_when_ipamd_is_down_and_the_retry_releases(
     with pytest.raises(CniError) as info:
         delete(h, pod)
     assert info.value.code == TRY_AGAIN_LATER
-    # The kernel side never waits for ipamd (STYLE 3.11).
+    # The kernel side never waits for ipamd.
     assert snapshot(h) == before and record_exists(h)
     h.ipam.fail_release = None
     delete(h, pod)

@@ -70,7 +70,7 @@ def run_add(h: Harness, pod: str, deps: Any = None, **extra: Any) -> CniError:
     conf = h.conf(v6=True, **{**FULL, **extra})
     args = h.args("ADD", conf, pod)
     with pytest.raises((CniError, KernelError)) as info:
-        commands.cmd_add(args, deps=deps or h.deps(), ipam_factory=h.ipam_factory)
+        h.funcs(commands, deps or h.deps()).add(args)
     err = info.value
     return err if isinstance(err, CniError) else CniError(0, str(err))
 
@@ -155,12 +155,12 @@ def test_add_and_del_each_move_the_netdev_once_when_names_are_free(
     pod, conf = h.pod(), h.conf()
     deps = h.deps(faulty=True)
     assert h.links is not None
-    commands.cmd_add(h.args("ADD", conf, pod), deps=deps, ipam_factory=h.ipam_factory)
+    h.funcs(commands, deps).add(h.args("ADD", conf, pod))
     assert h.links.names().count("move") == 1
     assert link("net1", pod) is not None
-    deps = h.deps(faulty=True)  # cmd_add closed the first
+    deps = h.deps(faulty=True)  # the ADD closed the first
     assert h.links is not None
-    commands.cmd_del(h.args("DEL", conf, pod), deps=deps, ipam_factory=h.ipam_factory)
+    h.funcs(commands, deps).del_(h.args("DEL", conf, pod))
     assert h.links.names().count("move") == 1
     host = link(h.vf().netdev)
     assert host is not None and "net1" not in host.get("altnames", [])
@@ -174,13 +174,13 @@ def test_a_pod_link_named_like_the_vf_sends_it_through_a_temp_netns(
     squatter(h, pod)
     deps = h.deps(faulty=True)
     assert h.links is not None
-    commands.cmd_add(h.args("ADD", conf, pod), deps=deps, ipam_factory=h.ipam_factory)
+    h.funcs(commands, deps).add(h.args("ADD", conf, pod))
     assert h.links.names().count("move") == 2
     assert link("net1", pod) is not None
     assert link(h.vf().netdev, pod) is not None  # the squatter kept its name
-    deps = h.deps(faulty=True)  # cmd_add closed the first
+    deps = h.deps(faulty=True)  # the ADD closed the first
     assert h.links is not None
-    commands.cmd_del(h.args("DEL", conf, pod), deps=deps, ipam_factory=h.ipam_factory)
+    h.funcs(commands, deps).del_(h.args("DEL", conf, pod))
     assert h.links.names().count("move") == 2
     assert snapshot(h) == before
 
@@ -204,13 +204,9 @@ def test_rdma_isolation_joins_the_rollback_when_ipam_fails(h: Harness) -> None:
 def test_rdma_isolation_moves_the_rdma_device_into_the_pod(h: Harness) -> None:
     pod = h.pod()
     conf = h.conf(rdmaIsolation=True)
-    commands.cmd_add(
-        h.args("ADD", conf, pod), deps=h.deps(), ipam_factory=h.ipam_factory
-    )
+    h.funcs(commands).add(h.args("ADD", conf, pod))
     assert h.vf().rdma in RecordingRdmaOps(h.lab.dir).devices(pod)
-    commands.cmd_del(
-        h.args("DEL", conf, pod), deps=h.deps(), ipam_factory=h.ipam_factory
-    )
+    h.funcs(commands).del_(h.args("DEL", conf, pod))
     assert h.vf().rdma in RecordingRdmaOps(h.lab.dir).devices(None)
 
 
@@ -226,9 +222,5 @@ def test_failed_undo_keeps_the_record_so_del_finishes_the_job(h: Harness) -> Non
         list((h.state_dir / "sriov").glob("*.json"))
     )
     assert list((h.state_dir / "sriov").glob("*.json"))
-    commands.cmd_del(
-        h.args("DEL", h.conf(v6=True, **FULL), pod),
-        deps=h.deps(),
-        ipam_factory=h.ipam_factory,
-    )
+    h.funcs(commands).del_(h.args("DEL", h.conf(v6=True, **FULL), pod))
     assert_pristine(h, before, pod)

@@ -7,6 +7,7 @@ import ipaddress
 
 import pytest
 
+from ipamd import pool_admin
 from ipamd.allocator import AllocateRequest, AllocState
 from ipamd.errors import Conflict, Exhausted, InvalidRequest, NotFound
 from ipamd.freeindex import FreeIndex
@@ -21,7 +22,7 @@ def ip(text: str) -> int:
 def state_with(manifest: str) -> AllocState:
     st = AllocState(Snapshot(), clock=lambda: 1000.0)
     pools, reserved = parse_manifest(manifest)
-    st.apply(pools, reserved)
+    pool_admin.apply_pools(st, pools, reserved)
     return st
 
 
@@ -112,7 +113,7 @@ def test_dual_stack_failure_of_one_family_changes_nothing() -> None:
     st.allocate(req("c0", ipv4_pools=(), ipv6_pools=("tiny6",)))
     with pytest.raises(Exhausted):
         st.allocate(req("c1", ipv6_pools=("tiny6",)))
-    assert st.usage("rail1").allocated == 0
+    assert pool_admin.usage(st, "rail1").allocated == 0
     assert addresses(st.allocate(req("c2"))[0]) == ["172.16.11.1/24"]
 
 
@@ -207,7 +208,7 @@ def test_reserved_ips_are_never_handed_out() -> None:
     assert got == ["172.16.11.3/24", "172.16.11.4/24"]
     with pytest.raises(Exhausted):
         st.allocate(req("c9"))
-    assert st.usage("rail1").total == 2
+    assert pool_admin.usage(st, "rail1").total == 2
 
 
 def test_release_frees_the_address_for_the_next_allocation() -> None:
@@ -261,7 +262,7 @@ def test_admin_release_frees_a_held_sticky_address() -> None:
     st.release("net", "c1", "net1")
     rows, ops = st.release_admin("", "", "rail1", "172.16.11.1")
     assert [type(o) for o in ops] == [DeleteAllocation]
-    assert st.usage("rail1").allocated == 0
+    assert pool_admin.usage(st, "rail1").allocated == 0
 
 
 def test_pool_update_cannot_remove_an_address_in_use() -> None:
@@ -276,7 +277,7 @@ def test_pool_update_cannot_remove_an_address_in_use() -> None:
         )
     )
     with pytest.raises(Conflict, match="cannot remove IP 172.16.11.1"):
-        st.apply(pools, [])
+        pool_admin.apply_pools(st, pools, [])
     assert st.pools["rail1"].ips_text() == ["172.16.11.1-172.16.11.4"]
 
 
@@ -292,18 +293,18 @@ def test_pool_update_grows_the_pool_and_subnet_is_immutable() -> None:
             gateway="172.16.11.254",
         )
     )
-    result, ops = st.apply(pools, [])
+    result, ops = pool_admin.apply_pools(st, pools, [])
     assert result.configured == ["SpiderIPPool/rail1"] and ops
     assert addresses(st.allocate(req("c9"))[0]) == ["172.16.11.5/24"]
     moved, _ = parse_manifest(pool_doc("rail1", "172.16.0.0/16", "172.16.11.1"))
     with pytest.raises(ValueError, match="immutable"):
-        st.apply(moved, [])
+        pool_admin.apply_pools(st, moved, [])
 
 
 def test_reapplying_the_same_manifest_reports_unchanged() -> None:
     st = state_with(RAILS)
     pools, reserved = parse_manifest(RAILS)
-    result, ops = st.apply(pools, reserved)
+    result, ops = pool_admin.apply_pools(st, pools, reserved)
     assert result.unchanged == ["SpiderIPPool/rail1", "SpiderIPPool/rail1-v6"]
     assert ops == []
 
@@ -312,9 +313,9 @@ def test_deleting_a_pool_with_allocations_is_refused() -> None:
     st = state_with(RAILS)
     st.allocate(req("c1"))
     with pytest.raises(Conflict, match="still has 1 allocated IPs"):
-        st.delete_pool("rail1")
+        pool_admin.delete_pool(st, "rail1")
     st.release("", "c1", "net1")
-    assert st.delete_pool("rail1")
+    assert pool_admin.delete_pool(st, "rail1")
     assert "rail1" not in st.pools
 
 
@@ -347,8 +348,8 @@ def test_sticky_pod_does_not_get_back_an_address_reserved_meanwhile() -> None:
         "apiVersion: spiderpool.spidernet.io/v2beta1\nkind: SpiderReservedIP\n"
         "metadata: {name: r}\nspec: {ips: [172.16.11.1]}\n"
     )
-    st.apply([], reserved)
+    pool_admin.apply_pools(st, [], reserved)
     leases, ops = st.allocate(req("c2", **pod))
     assert addresses(leases) == ["172.16.11.2/24"]
     assert [type(o) for o in ops] == [DeleteAllocation, InsertAllocation]
-    assert st.usage("rail1").allocated == 1
+    assert pool_admin.usage(st, "rail1").allocated == 1

@@ -157,3 +157,16 @@ def test_admin_command_without_daemon_fails_clearly(short_dir) -> None:
     )
     assert res.exit_code == 1
     assert "UNAVAILABLE" in res.output
+    # One line that says where it looked and how to point it elsewhere.
+    assert res.output.count("\n") == 1 and "Traceback" not in res.output
+    assert f"ipamd is not reachable at {short_dir / 'none.sock'}" in res.output
+    assert "--socket PATH or RAILYARD_IPAMD_SOCKET=PATH" in res.output
+
+
+def test_admin_command_names_every_endpoint_it_tried(short_dir) -> None:
+    a, b = short_dir / "a.sock", short_dir / "b.sock"
+    res = CliRunner().invoke(
+        main, ["pool", "list", "--socket", f"{a},{b}", "--timeout", "0.3"]
+    )
+    assert res.exit_code == 1
+    assert f"not reachable at {a}, {b} (UNAVAILABLE" in res.output

@@ -166,7 +166,7 @@ def test_bad_pool_list_is_a_config_error_without_contacting_ipamd() -> None:
     conf = netconf("/nonexistent", default_ipv4_ippool=7)
     out = io.StringIO()
     code = run_plugin(
-        commands.plugin_funcs(factory),
+        commands.plugin_funcs(make_ipam=factory),
         "t",
         env={
             "CNI_COMMAND": "ADD",

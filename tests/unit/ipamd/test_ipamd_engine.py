@@ -1,19 +1,24 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The single-writer engine: group commit, ack after commit, failure recovery."""
+"""The single-writer engine: group commit, ack after commit, failure recovery,
+and the active/standby roles of replicas sharing one store."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from typing import Any
 
 import pytest
 
+from ipamd import pool_admin
 from ipamd.allocator import AllocateRequest
-from ipamd.engine import Engine
+from ipamd.engine import Engine, Role
 from ipamd.errors import Exhausted, Unavailable
 from ipamd.manifest import parse_manifest
 from ipamd.store import Op, StoreError
 from ipamd.store.memory import MemoryStore
+from ipamd.store.sql import SqlStore
 
 POOL = """
 apiVersion: spiderpool.spidernet.io/v2beta1
@@ -50,12 +55,28 @@ def alloc(cid: str) -> AllocateRequest:
     )
 
 
-@pytest.fixture
-def engine():
-    store = GatedStore()
-    eng = Engine(store)
+def run(main: Callable[[], Awaitable[Any]]) -> Any:
+    """Run the coroutine function on a fresh event loop, as the gRPC server does."""
+    return asyncio.run(asyncio.wait_for(main(), 10))
+
+
+def call(eng: Engine, job: Any) -> Any:
+    async def main() -> Any:
+        return await eng.submit_async(job)
+
+    return run(main)
+
+
+def add_pool(eng: Engine) -> None:
     pools, reserved = parse_manifest(POOL)
-    eng.call(lambda st: st.apply(pools, reserved), 5)
+    call(eng, lambda st: pool_admin.apply_pools(st, pools, reserved))
+
+
+@pytest.fixture
+def engine() -> Iterator[tuple[Engine, GatedStore]]:
+    store = GatedStore()
+    eng = Engine(store, holder="a")
+    add_pool(eng)
     try:
         yield eng, store
     finally:
@@ -63,19 +84,30 @@ def engine():
         eng.stop()
 
 
+def test_a_lone_replica_is_active_when_built(engine) -> None:
+    eng, _ = engine
+    assert eng.role is Role.ACTIVE
+    assert eng.lease.holder == "a"
+
+
 def test_requests_queued_during_a_commit_share_the_next_commit(engine) -> None:
     eng, store = engine
     store.gate.clear()
     store.entered.clear()
-    first = eng.submit(lambda st: st.allocate(alloc("c0")))
-    assert store.entered.wait(5)  # the writer is inside the first commit
-    rest = [
-        eng.submit(lambda st, n=n: st.allocate(alloc(f"c{n}"))) for n in range(1, 50)
-    ]
-    assert not first.done()  # not acknowledged before its commit
-    store.gate.set()
-    addresses = {f.result(5)[0].address for f in [first, *rest]}
-    assert len(addresses) == 50
+
+    async def main() -> set[str]:
+        first = eng.submit_async(lambda st: st.allocate(alloc("c0")))
+        assert await asyncio.to_thread(store.entered.wait, 5)  # inside commit 1
+        rest = [
+            eng.submit_async(lambda st, n=n: st.allocate(alloc(f"c{n}")))
+            for n in range(1, 50)
+        ]
+        await asyncio.sleep(0.05)
+        assert not first.done()  # not acknowledged before its commit
+        store.gate.set()
+        return {r[0].address for r in await asyncio.gather(first, *rest)}
+
+    assert len(run(main)) == 50
     assert store.batches[-2:] == [1, 49]
 
 
@@ -83,57 +115,130 @@ def test_a_failing_job_does_not_disturb_its_batch(engine) -> None:
     eng, store = engine
     store.gate.clear()
     store.entered.clear()
-    blocker = eng.submit(lambda st: (None, ()))
-    bad = eng.submit(
-        lambda st: st.allocate(
-            AllocateRequest(
-                network="n", container_id="x", ifname="net1", ipv4_pools=("nope",)
+
+    async def main() -> None:
+        blocker = eng.submit_async(lambda st: (None, []))
+        bad = eng.submit_async(
+            lambda st: st.allocate(
+                AllocateRequest(
+                    network="n", container_id="x", ifname="net1", ipv4_pools=("nope",)
+                )
             )
         )
-    )
-    good = eng.submit(lambda st: st.allocate(alloc("ok")))
-    store.gate.set()
-    blocker.result(5)
-    with pytest.raises(Exception, match="IPPool nope not found"):
-        bad.result(5)
-    assert good.result(5)[0].address == "10.0.0.1/24"
+        good = eng.submit_async(lambda st: st.allocate(alloc("ok")))
+        store.gate.set()
+        await blocker
+        with pytest.raises(Exception, match="IPPool nope not found"):
+            await bad
+        assert (await good)[0].address == "10.0.0.1/24"
+
+    run(main)
 
 
 def test_failed_commit_fails_the_batch_and_restores_state(engine) -> None:
     eng, store = engine
-    eng.call(lambda st: st.allocate(alloc("kept")), 5)
+    call(eng, lambda st: st.allocate(alloc("kept")))
     store.fail = True
     with pytest.raises(Unavailable, match="nothing changed: disk full"):
-        eng.call(lambda st: st.allocate(alloc("lost")), 5)
+        call(eng, lambda st: st.allocate(alloc("lost")))
     store.fail = False
-    assert eng.state.get("lost", "net1") == []
+    assert eng.state is not None and eng.state.get("lost", "net1") == []
     # The address the failed batch had picked is free again.
-    leases = eng.call(lambda st: st.allocate(alloc("next")), 5)
+    leases = call(eng, lambda st: st.allocate(alloc("next")))
     assert leases[0].address == "10.0.0.2/24"
 
 
 def test_exhaustion_raises_to_the_caller(engine) -> None:
     eng, _ = engine
     for n in range(100):
-        eng.call(lambda st, n=n: st.allocate(alloc(f"c{n}")), 5)
+        call(eng, lambda st, n=n: st.allocate(alloc(f"c{n}")))
     with pytest.raises(Exhausted):
-        eng.call(lambda st: st.allocate(alloc("one-too-many")), 5)
+        call(eng, lambda st: st.allocate(alloc("one-too-many")))
 
 
 def test_stopped_engine_refuses_new_work(engine) -> None:
     eng, _ = engine
     eng.stop()
-    with pytest.raises(Unavailable):
-        eng.call(lambda st: (None, ()), 1)
+    with pytest.raises(Unavailable, match="stopped"):
+        call(eng, lambda st: (None, ()))
 
 
 def test_a_bug_in_a_batch_fails_it_and_keeps_the_writer_alive(engine) -> None:
-    eng, store = engine
+    eng, _ = engine
 
     class Unloggable:
         """An op the store cannot apply and does not expect (a bug)."""
 
     with pytest.raises(Unavailable, match="internal error"):
-        eng.call(lambda st: (None, [Unloggable()]), 5)
+        call(eng, lambda st: (None, [Unloggable()]))
     assert eng.alive
-    assert eng.call(lambda st: st.allocate(alloc("after")), 5)[0].address
+    assert call(eng, lambda st: st.allocate(alloc("after")))[0].address
+
+
+# -- replicas on one database (SQLite file: two stores, one lease row) -------
+
+
+@pytest.fixture
+def replicas(tmp_path) -> Iterator[Callable[[str], Engine]]:
+    made: list[Engine] = []
+
+    def make(holder: str) -> Engine:
+        eng = Engine(SqlStore(f"sqlite:///{tmp_path / 'db'}"), holder, lease_ttl=0.5)
+        made.append(eng)
+        return eng
+
+    try:
+        yield make
+    finally:
+        for eng in made:
+            eng.stop()
+
+
+def test_a_second_replica_is_a_standby_that_refuses_work(replicas) -> None:
+    a = replicas("a")
+    b = replicas("b")
+    assert (a.role, b.role) == (Role.ACTIVE, Role.STANDBY)
+    assert b.lease.holder == "a"
+    with pytest.raises(Unavailable, match="standby replica; the active one is a"):
+        call(b, lambda st: (None, ()))
+
+
+def test_the_standby_takes_over_with_the_state_when_the_active_stops(
+    replicas,
+) -> None:
+    a = replicas("a")
+    add_pool(a)
+    call(a, lambda st: st.allocate(alloc("c1")))
+    b = replicas("b")
+    a.stop()  # hands the lease over
+    assert b.wait_active(2)
+    assert b.state is not None and [x.address for x in b.state.get("c1", "net1")] == [
+        "10.0.0.1/24"
+    ]
+    assert call(b, lambda st: st.allocate(alloc("c2")))[0].address == "10.0.0.2/24"
+
+
+def test_a_paused_active_is_deposed_and_its_in_flight_commit_fails(
+    replicas,
+) -> None:
+    a = replicas("a")
+    add_pool(a)
+    b = replicas("b")
+    resume = threading.Event()
+
+    def paused_allocation(st):
+        # a's writer hangs mid-batch: no renewal, its lease runs out.
+        resume.wait(5)
+        return st.allocate(alloc("late"))
+
+    async def main() -> None:
+        in_flight = a.submit_async(paused_allocation)
+        assert await asyncio.to_thread(b.wait_active, 3)
+        resume.set()
+        with pytest.raises(Unavailable, match="lost the writer lease"):
+            await in_flight
+
+    run(main)
+    assert a.role is Role.STANDBY
+    assert call(b, lambda st: (st.get("late", "net1"), ())) == []
+    assert call(b, lambda st: st.allocate(alloc("c1")))[0].address == "10.0.0.1/24"

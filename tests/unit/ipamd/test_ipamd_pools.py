@@ -85,23 +85,32 @@ def test_route_gateway_outside_subnet_and_duplicate_dst_are_refused() -> None:
         pool_from_spec("p", {**RAIL, "routes": twice})
 
 
-def test_older_doc_forms_ipversion_name_and_to_via_routes_are_accepted() -> None:
+def test_older_doc_form_to_via_routes_are_accepted() -> None:
     pool = pool_from_spec(
-        "p",
-        {
-            **RAIL,
-            "ipVersion": "ipv4",
-            "routes": [{"to": "10.10.0.0/16", "via": "172.16.11.254"}],
-        },
+        "p", {**RAIL, "routes": [{"to": "10.10.0.0/16", "via": "172.16.11.254"}]}
     )
-    assert pool.version == 4
     assert [(str(r.dst), str(r.gw)) for r in pool.routes] == [
         ("10.10.0.0/16", "172.16.11.254")
     ]
-    v6 = pool_from_spec(
-        "q", {"ipVersion": "IPv6", "subnet": "fd00::/64", "ips": ["fd00::1-fd00::ff"]}
-    )
+
+
+@pytest.mark.parametrize("written", ["ipv4", "IPv4", "4", " 4 "])
+def test_ipversion_as_a_string_is_refused_with_the_integer_form(written) -> None:
+    # Spiderpool's CRD types ipVersion as an integer; older guides wrote ipv4.
+    with pytest.raises(PoolError, match=r"must be the integer 4 or 6.*write 4"):
+        pool_from_spec("p", {**RAIL, "ipVersion": written})
+
+
+@pytest.mark.parametrize("value", [0, 5, -4, True, 4.0, "", [], {}])
+def test_ipversion_other_than_4_or_6_is_refused(value) -> None:
+    with pytest.raises(PoolError, match="'spec.ipVersion'.*must be the integer 4 or 6"):
+        pool_from_spec("p", {**RAIL, "ipVersion": value})
+
+
+def test_ipversion_absent_follows_the_subnet() -> None:
+    v6 = pool_from_spec("q", {"subnet": "fd00::/64", "ips": ["fd00::1-fd00::ff"]})
     assert v6.version == 6
+    assert pool_from_spec("p", {**RAIL, "ipVersion": 4}).version == 4
 
 
 def test_ipversion_contradicting_the_subnet_is_refused() -> None:

@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import shutil
+import sqlite3
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +21,7 @@ from ipamd.store import (
     PutReserved,
     Store,
     StoreConflict,
+    StoreFenced,
     UpdateAllocation,
 )
 from ipamd.store.memory import MemoryStore
@@ -156,6 +160,72 @@ class StoreContract:
         store.apply([DeleteReserved("r")])
         assert store.load().reserved == {}
 
+    def test_update_of_several_rows_in_one_batch(self, store) -> None:
+        store.apply(
+            [
+                InsertAllocation(row("10.0.0.1", cid="a", sticky=True, pod_name="w-0")),
+                InsertAllocation(row("10.0.0.2", cid="b", sticky=True, pod_name="w-1")),
+            ]
+        )
+        held = [
+            row("10.0.0.1", cid=None, sticky=True, pod_name="w-0"),
+            row("10.0.0.2", cid=None, sticky=True, pod_name="w-1"),
+        ]
+        store.apply([UpdateAllocation(r) for r in held])
+        assert sorted(store.load().allocations, key=lambda r: r.ip) == held
+
+    def test_a_free_lease_is_acquired_with_a_new_token(self, store) -> None:
+        before = store.read_lease()
+        view = store.acquire_lease("replica-a", 5.0)
+        assert view.holder == "replica-a"
+        assert view.token == before.token + 1
+        assert view.remaining > 0
+        assert store.renew_lease(5.0)
+
+    def test_a_fenced_batch_commits_while_the_lease_is_ours(self, store) -> None:
+        store.acquire_lease("replica-a", 5.0)
+        store.apply([InsertAllocation(row("10.0.0.1"))])
+        assert [r.ip for r in store.load().allocations] == ["10.0.0.1"]
+
+    def test_a_released_lease_is_free_for_the_next_holder(self, store) -> None:
+        store.acquire_lease("replica-a", 5.0)
+        store.release_lease()
+        assert store.read_lease().remaining <= 0
+        assert not store.renew_lease(5.0)
+
+
+class SharedStoreContract(StoreContract):
+    """Two Store objects on one database: the replicas' view of the lease."""
+
+    __test__ = False
+
+    def test_a_held_lease_is_refused_to_another_holder(self, store) -> None:
+        other = self.make_store()
+        try:
+            store.acquire_lease("replica-a", 30.0)
+            view = other.acquire_lease("replica-b", 30.0)
+            assert view.holder == "replica-a"
+            assert not other.renew_lease(30.0)
+        finally:
+            other.close()
+
+    def test_an_expired_lease_is_taken_over_and_fences_the_old_holder(
+        self, store
+    ) -> None:
+        other = self.make_store()
+        try:
+            old = store.acquire_lease("replica-a", 0.05)
+            time.sleep(0.1)
+            new = other.acquire_lease("replica-b", 30.0)
+            assert (new.holder, new.token) == ("replica-b", old.token + 1)
+            with pytest.raises(StoreFenced):
+                store.apply([InsertAllocation(row("10.0.0.1"))])
+            assert not store.renew_lease(30.0)
+            other.apply([InsertAllocation(row("10.0.0.2"))])
+            assert [r.ip for r in other.load().allocations] == ["10.0.0.2"]
+        finally:
+            other.close()
+
 
 class TestMemoryStore(StoreContract):
     __test__ = True
@@ -171,7 +241,7 @@ class TestSqlStoreInMemory(StoreContract):
         return SqlStore("sqlite://")
 
 
-class TestSqlStoreFile(StoreContract):
+class TestSqlStoreFile(SharedStoreContract):
     __test__ = True
 
     @pytest.fixture(autouse=True)
@@ -191,8 +261,6 @@ class TestSqlStoreFile(StoreContract):
             again.close()
 
     def test_file_uses_wal_and_full_sync(self, store) -> None:
-        import sqlite3
-
         con = sqlite3.connect(self.path)
         try:
             assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
@@ -202,8 +270,6 @@ class TestSqlStoreFile(StoreContract):
         assert sync == 2  # FULL
 
     def test_uniqueness_is_enforced_by_the_database_itself(self, store) -> None:
-        import sqlite3
-
         store.apply([InsertAllocation(row("10.0.0.1"))])
         con = sqlite3.connect(self.path)
         try:
@@ -217,3 +283,63 @@ class TestSqlStoreFile(StoreContract):
                 )
         finally:
             con.close()
+
+
+@pytest.mark.postgres
+class TestSqlStorePostgres(SharedStoreContract):
+    """The same contract on a real PostgreSQL server (tests/postgres.py)."""
+
+    __test__ = True
+
+    @pytest.fixture(autouse=True)
+    def _url(self, postgres_url: str) -> None:
+        self.url = postgres_url
+
+    def make_store(self) -> Store:
+        return SqlStore(self.url)
+
+    def test_password_is_redacted_in_the_description(self) -> None:
+        store = SqlStore(self.url.replace("postgres@", "postgres:s3cret@"))
+        try:
+            assert "s3cret" not in store.describe()
+            assert "***" in store.describe()
+        finally:
+            store.close()
+
+
+FIXTURE_DB = Path(__file__).parent / "fixtures" / "ipamd-a672c3e.db"
+
+
+def test_a_database_written_before_migrations_opens_with_its_data(
+    tmp_path: Path,
+) -> None:
+    # ipamd-a672c3e.db was written by the code of commit a672c3e (two pools,
+    # a reserved range, four attachments and one sticky address held for its
+    # pod), before the schema was versioned.
+    path = tmp_path / "old.db"
+    shutil.copy(FIXTURE_DB, path)
+    store = SqlStore(f"sqlite:///{path}")
+    try:
+        snap = store.load()
+        assert sorted(snap.pools) == ["gpu1-net11", "gpu1-v6"]
+        assert snap.pools["gpu1-net11"]["gateway"] == "172.16.11.254"
+        assert list(snap.reserved) == ["keep-out"]
+        assert len(snap.allocations) == 10
+        held = [r for r in snap.allocations if r.container_id is None]
+        assert {(r.ip, r.pod_name, r.sticky) for r in held} == {
+            ("172.16.11.8", "p4", True),
+            ("fd00:11::5", "p4", True),
+        }
+        # The upgraded database takes the lease and fenced writes.
+        assert store.acquire_lease("replica-a", 5.0).holder == "replica-a"
+        store.apply([DeleteAllocation(held[0])])
+    finally:
+        store.close()
+    con = sqlite3.connect(path)
+    try:
+        assert con.execute("SELECT version_num FROM alembic_version").fetchall() == [
+            ("0002",)
+        ]
+        assert con.execute("SELECT count(*) FROM allocations").fetchone() == (9,)
+    finally:
+        con.close()

@@ -3,6 +3,10 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 from railyard_sim.lab import plan
@@ -41,19 +45,29 @@ def test_ib_rail_renders_ib_sriov_with_rdma_isolation(tmp_path: Path) -> None:
     assert ib["link_state"] == "enable"
 
 
-def test_plugin_bin_dir_offers_the_cni_type_names(tmp_path: Path) -> None:
-    bins = plugin_bin_dir(tmp_path)
-    for name in ("sriov", "ib-sriov", "rdma"):
-        assert (bins / name).exists(), name
-    assert (bins / "sriov").resolve().name == "railyard-sriov"
-
-
-def test_plugin_bin_dir_has_the_ipam_binary_but_no_railyard_type(
+def test_plugin_bin_dir_offers_the_cni_type_names_as_launchers_of_this_lab(
     tmp_path: Path,
 ) -> None:
-    # ipam type "railyard" is served in-process; only railyard-ipam is exec'd.
-    (tmp_path / "cni-bin").mkdir()
-    (tmp_path / "cni-bin" / "railyard").symlink_to("/bin/true")  # an older layout
     bins = plugin_bin_dir(tmp_path)
-    assert (bins / "railyard-ipam").resolve().name == "railyard-ipam"
-    assert not (bins / "railyard").exists() and not (bins / "railyard").is_symlink()
+    assert sorted(p.name for p in bins.iterdir()) == [
+        "ib-sriov",
+        "railyard-ipam",
+        "rdma",
+        "sriov",
+    ]
+    script = (bins / "sriov").read_text()
+    assert script.startswith(f"#!{sys.executable} -I\n")
+    assert f"run('sriov', {str(tmp_path)!r})" in script
+    assert os.access(bins / "sriov", os.X_OK)
+
+
+def test_a_launcher_answers_version_without_a_lab_dependency(tmp_path: Path) -> None:
+    bins = plugin_bin_dir(tmp_path)
+    proc = subprocess.run(
+        [str(bins / "rdma")],
+        input=b"{}",
+        env={"CNI_COMMAND": "VERSION"},
+        capture_output=True,
+        check=True,
+    )
+    assert json.loads(proc.stdout)["cniVersion"]

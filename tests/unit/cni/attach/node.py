@@ -22,10 +22,8 @@ from typing import Any
 
 from cni.ipam import Attachment
 from cni.kernel import NetnsPath, RouteSpec, VfInfo
-from cni.plugins.ib_sriov import commands as ib_sriov
-from cni.plugins.rdma import commands as rdma
-from cni.plugins.sriov import commands as sriov
-from cni.skel import CmdArgs
+from cni.plugins.registry import plugin
+from cni.skel import CmdArgs, PluginFuncs
 from tests.doubles.fake_ipam import FakeIpam, FakePool
 from tests.doubles.fake_kernel import FakeKernel
 
@@ -197,21 +195,16 @@ class Node:
     def _ipam_factory(self, netconf: Any, env: Any) -> FakeIpam | None:
         return self.ipam if netconf.get("ipam") else None
 
+    def funcs(self, conf: dict[str, Any]) -> PluginFuncs:
+        """The plugin of ``conf["type"]`` over this node's kernel and IPAM."""
+        return plugin(conf["type"]).funcs(
+            lambda _ca: self.kernel.deps(self.state_dir), self._ipam_factory
+        )
+
     def _run(self, command: str, conf: dict[str, Any], netns: str, **kw: Any) -> Any:
-        ca = self.args(command, conf, netns, **kw)
-        deps = self.kernel.deps(self.state_dir)
-        plugin = conf["type"]
-        if plugin == "rdma":
-            fn = {"ADD": rdma.cmd_add, "DEL": rdma.cmd_del, "CHECK": rdma.cmd_check}
-            return fn[command](ca, lambda _ca: deps)
-        mod = sriov if plugin == "sriov" else ib_sriov
-        fns = {
-            "ADD": mod.cmd_add,
-            "DEL": mod.cmd_del,
-            "CHECK": mod.cmd_check,
-            "GC": mod.cmd_gc,
-        }
-        return fns[command](ca, deps=deps, ipam_factory=self._ipam_factory)
+        funcs = self.funcs(conf)
+        fn = {"ADD": funcs.add, "DEL": funcs.del_, "CHECK": funcs.check}[command]
+        return fn(self.args(command, conf, netns, **kw))
 
     def add(self, conf: dict[str, Any], netns: str, **kw: Any) -> Any:
         return self._run("ADD", conf, netns, **kw)
@@ -226,10 +219,7 @@ class Node:
         """GC with the attachments (container ID, ifname) the runtime holds."""
         ca = self.args("GC", conf, "")
         ca.valid_attachments = [Attachment(cid, ifname) for cid, ifname in valid]
-        mod = sriov if conf["type"] == "sriov" else ib_sriov
-        mod.cmd_gc(
-            ca, deps=self.kernel.deps(self.state_dir), ipam_factory=self._ipam_factory
-        )
+        self.funcs(conf).gc(ca)
 
     # ------------------------------------------------------- read-backs
 

@@ -9,7 +9,7 @@ import pytest
 
 from cni.args import parse_cni_args
 from cni.errors import DECODE_FAILURE, INVALID_CONFIG, CniError
-from cni.plugins.ib_sriov.config import load_conf, validate_guid, validate_pkey
+from cni.plugins.ib_sriov.config import parse_conf, validate_guid, validate_pkey
 
 VF = "0000:3b:00.2"
 GUID = "02:00:00:00:00:00:00:01"
@@ -27,7 +27,7 @@ def conf(**extra: Any) -> dict[str, Any]:
 
 def config_error(data: dict[str, Any], cni_args: str = "") -> CniError:
     with pytest.raises(CniError) as info:
-        load_conf(data, parse_cni_args(cni_args) if cni_args else None)
+        parse_conf(data, parse_cni_args(cni_args) if cni_args else None)
     return info.value
 
 
@@ -39,15 +39,15 @@ def test_guid_from_runtime_config_wins_over_args_cni() -> None:
         runtimeConfig={"infinibandGUID": GUID.upper()},
         args={"cni": {"guid": "02:00:00:00:00:00:00:09"}},
     )
-    assert load_conf(c).guid == GUID
+    assert parse_conf(c).guid == GUID
 
 
 def test_guid_from_args_cni_when_no_runtime_config() -> None:
-    assert load_conf(conf(args={"cni": {"guid": GUID}})).guid == GUID
+    assert parse_conf(conf(args={"cni": {"guid": GUID}})).guid == GUID
 
 
 def test_top_level_guid_key_is_ignored_as_by_the_peer() -> None:
-    assert load_conf(conf(guid=GUID)).guid == ""
+    assert parse_conf(conf(guid=GUID)).guid == ""
 
 
 @pytest.mark.parametrize(
@@ -84,7 +84,7 @@ def test_validate_guid_normalises_to_lower_case() -> None:
 )
 def test_pkeys_with_or_without_0x_are_normalised(raw: str, norm: str) -> None:
     assert validate_pkey(raw) == norm
-    assert load_conf(conf(pkey=raw)).pkey == norm
+    assert parse_conf(conf(pkey=raw)).pkey == norm
 
 
 @pytest.mark.parametrize("bad", ["0x8000", "0xffff", "0", "0x", "0x12345", "zz", "-1"])
@@ -101,7 +101,7 @@ def test_a_non_string_pkey_is_a_decode_error() -> None:
 
 
 def test_no_pkey_is_fine() -> None:
-    assert load_conf(conf()).pkey == ""
+    assert parse_conf(conf()).pkey == ""
 
 
 # ------------------------------------------------------------ other keys
@@ -113,8 +113,8 @@ def test_dhcp_ipam_is_rejected_as_the_peer_does() -> None:
 
 
 def test_link_state_values_and_the_peers_error() -> None:
-    assert load_conf(conf(link_state="enable")).link_state == 1
-    assert load_conf(conf()).link_state is None
+    assert parse_conf(conf(link_state="enable")).link_state == 1
+    assert parse_conf(conf()).link_state is None
     err = config_error(conf(link_state="up"))
     assert err.msg == "LoadConf(): invalid link_state value: up"
 
@@ -123,13 +123,13 @@ def test_device_id_is_required_and_must_be_pci() -> None:
     data = conf()
     del data["deviceID"]
     assert config_error(data).msg == "LoadConf(): VF pci addr is required"
-    assert load_conf(data, require_device=False).device_id == ""
+    assert parse_conf(data, require_device=False).device_id == ""
     assert "invalid PCI address" in config_error(conf(deviceID="mlx5_0")).msg
 
 
 def test_rdma_isolation_defaults_off_and_spiderpool_true_is_read() -> None:
-    assert load_conf(conf()).rdma_isolation is False
-    assert load_conf(conf(rdmaIsolation=True)).rdma_isolation is True
+    assert parse_conf(conf()).rdma_isolation is False
+    assert parse_conf(conf(rdmaIsolation=True)).rdma_isolation is True
 
 
 def test_ib_kubernetes_requires_the_configured_annotation() -> None:
@@ -156,7 +156,7 @@ def test_ib_kubernetes_requires_a_guid() -> None:
 
 
 def test_ib_kubernetes_configured_with_guid_passes() -> None:
-    c = load_conf(
+    c = parse_conf(
         conf(
             ibKubernetesEnabled=True,
             args={"cni": {"mellanox.infiniband.app": "configured", "guid": GUID}},
@@ -166,12 +166,12 @@ def test_ib_kubernetes_configured_with_guid_passes() -> None:
 
 
 def test_guid_from_cni_args_is_the_last_fallback() -> None:
-    c = load_conf(conf(), parse_cni_args(f"IgnoreUnknown=1;GUID={GUID}"))
+    c = parse_conf(conf(), parse_cni_args(f"IgnoreUnknown=1;GUID={GUID}"))
     assert c.guid == GUID
 
 
 def test_railyard_shared_keys_are_read() -> None:
-    c = load_conf(
+    c = parse_conf(
         conf(
             mtu=2044,
             detectIPConflict=False,

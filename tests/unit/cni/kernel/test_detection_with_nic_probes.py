@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from cni.attach.detection import DetectionPolicy, detect
+from cni.attach.conf import detection_window
+from cni.attach.detection import DetectionPolicy, detect, start_detection
 from cni.errors import GATEWAY_UNREACHABLE, IP_CONFLICT, CniError
 from cni.ipam import IpamAddress
 from cni.kernel import GatewayCheck, NicProbeReport, NotSupported, ProbeAnswer
@@ -79,7 +80,8 @@ def test_a_dual_stack_nic_is_probed_in_one_call():
                     GatewayCheck("fd00:11::5", "fd00:11::fe"),
                 ],
                 3,
-                0.1,
+                # Three probes spread inside one 100 ms window.
+                pytest.approx(0.1 / 3),
             ),
         )
     ]
@@ -125,15 +127,55 @@ def test_a_silent_gateway_is_named_with_the_address_that_asked():
         )
     )
     with pytest.raises(CniError) as info:
-        detect(probes, "net1", "/ns", DUAL, DetectionPolicy(interval=0.05))
+        detect(probes, "net1", "/ns", DUAL, DetectionPolicy(window=0.15))
     assert (info.value.code, info.value.msg) == (
         GATEWAY_UNREACHABLE,
         "gateway fd00:11::fe is unreachable",
     )
-    assert "to fd00:11::5 on net1 after 3 tries of 50 ms" in info.value.details
+    assert "to fd00:11::5 on net1 after 3 tries in 150 ms" in info.value.details
 
 
 def test_an_adapter_that_cannot_probe_this_link_skips_the_checks():
     probes = ScriptedNicProbes(unsupported=True)
     detect(probes, "net1", "/ns", DUAL, DetectionPolicy())
     assert [name for name, _ in probes.calls] == ["probe_nic"]
+
+
+def test_the_window_is_shared_by_the_tries():
+    policy = DetectionPolicy(window=0.3, tries=3)
+    assert policy.interval == pytest.approx(0.1)
+    assert DetectionPolicy(conflict=False, gateway=False).enabled is False
+
+
+def test_background_detection_hands_its_verdict_to_wait():
+    probes = ScriptedNicProbes(
+        report=NicProbeReport(conflict=ProbeAnswer("172.16.11.5", "de:ad:be:ef:00:07"))
+    )
+    running = start_detection(probes, "net1", "/ns", DUAL, DetectionPolicy())
+    assert running is not None
+    with pytest.raises(CniError) as info:
+        running.wait()
+    assert info.value.code == IP_CONFLICT
+    assert "de:ad:be:ef:00:07" in info.value.msg
+
+
+def test_no_background_detection_when_both_checks_are_off():
+    probes = ScriptedNicProbes()
+    policy = DetectionPolicy(conflict=False, gateway=False)
+    assert start_detection(probes, "net1", "/ns", DUAL, policy) is None
+    assert probes.calls == []
+
+
+@pytest.mark.parametrize(
+    ("raw", "window"), [({}, 0.1), ({"detectionWindowMs": 500}, 0.5)]
+)
+def test_the_window_is_configurable_per_network(raw: dict[str, int], window: float):
+    assert detection_window(raw) == pytest.approx(window)
+
+
+@pytest.mark.parametrize("bad", [0, 5, 20000])
+def test_a_window_out_of_range_is_a_config_error(bad: int):
+    with pytest.raises(CniError) as info:
+        detection_window({"detectionWindowMs": bad})
+    assert info.value.code == 7
+    assert "detectionWindowMs" in info.value.msg

@@ -18,9 +18,9 @@ from cni.deps import Deps
 from cni.kernel import DeviceBusy, VfInfo
 from cni.kernel.sysfs import Sysfs
 from cni.plugins.rdma.commands import plugin_funcs
-from railyard_sim.pci_tree import PciTree
 from cni.skel import CmdArgs, run_plugin
 from cni.state.cache import StateCache
+from railyard_sim.pci_tree import PciTree
 from tests.unit.cni.rdma.fakes import POD, FakeRdma, FakeVfOps, NotUsed
 
 PF = "0000:3b:00.0"

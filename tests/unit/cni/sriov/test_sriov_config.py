@@ -10,7 +10,7 @@ import pytest
 
 from cni.args import parse_cni_args
 from cni.errors import DECODE_FAILURE, INVALID_CONFIG, CniError
-from cni.plugins.sriov.config import DEFAULT_RULE_PRIORITY, load_conf
+from cni.plugins.sriov.config import DEFAULT_RULE_PRIORITY, parse_conf
 
 PCI = "0000:af:00.2"
 
@@ -28,7 +28,7 @@ def conf(**extra: Any) -> dict[str, Any]:
 
 def error_of(data: Any, **kw: Any) -> CniError:
     with pytest.raises(CniError) as info:
-        load_conf(json.dumps(data) if not isinstance(data, str) else data, **kw)
+        parse_conf(json.dumps(data) if not isinstance(data, str) else data, **kw)
     return info.value
 
 
@@ -45,7 +45,7 @@ def test_missing_device_id_is_rejected_with_sriov_cni_message() -> None:
 def test_missing_device_id_is_accepted_for_del() -> None:
     data = conf()
     del data["deviceID"]
-    assert load_conf(json.dumps(data), require_device=False).device_id == ""
+    assert parse_conf(json.dumps(data), require_device=False).device_id == ""
 
 
 def test_device_id_falls_back_to_the_deviceid_capability() -> None:
@@ -53,9 +53,9 @@ def test_device_id_falls_back_to_the_deviceid_capability() -> None:
     ``runtimeConfig.deviceID``; the top-level key (multus' injection) wins."""
     data = conf(runtimeConfig={"deviceID": "0000:AF:00.3"})
     del data["deviceID"]
-    assert load_conf(json.dumps(data)).device_id == "0000:af:00.3"
+    assert parse_conf(json.dumps(data)).device_id == "0000:af:00.3"
     both = conf(runtimeConfig={"deviceID": "0000:af:00.3"})
-    assert load_conf(json.dumps(both)).device_id == PCI
+    assert parse_conf(json.dumps(both)).device_id == PCI
 
 
 def test_malformed_pci_address_is_rejected() -> None:
@@ -100,7 +100,7 @@ def test_validation_messages_match_sriov_cni(extra: dict[str, Any], msg: str) ->
 
 
 def test_vlan_defaults_qos_zero_and_proto_8021q() -> None:
-    nc = load_conf(json.dumps(conf(vlan=100)))
+    nc = parse_conf(json.dumps(conf(vlan=100)))
     assert (nc.vlan, nc.vlan_qos, nc.vlan_proto, nc.vlan_proto_number) == (
         100,
         0,
@@ -110,24 +110,24 @@ def test_vlan_defaults_qos_zero_and_proto_8021q() -> None:
 
 
 def test_vlan_proto_is_lower_cased_and_8021ad_encoded() -> None:
-    nc = load_conf(json.dumps(conf(vlan=100, vlanProto="802.1AD")))
+    nc = parse_conf(json.dumps(conf(vlan=100, vlanProto="802.1AD")))
     assert (nc.vlan_proto, nc.vlan_proto_number) == ("802.1ad", 0x88A8)
 
 
 def test_no_vlan_key_means_vlan_is_left_untouched() -> None:
-    nc = load_conf(json.dumps(conf()))
+    nc = parse_conf(json.dumps(conf()))
     assert (nc.vlan, nc.vlan_qos, nc.vlan_proto) == (None, None, None)
 
 
 def test_spoofchk_and_trust_follow_sriov_cni_on_semantics() -> None:
-    nc = load_conf(json.dumps(conf(spoofchk="on", trust="yes")))
+    nc = parse_conf(json.dumps(conf(spoofchk="on", trust="yes")))
     assert (nc.spoofchk, nc.trust) == (True, False)
-    assert load_conf(json.dumps(conf())).spoofchk is None
+    assert parse_conf(json.dumps(conf())).spoofchk is None
 
 
 def test_link_state_names_map_to_ifla_values() -> None:
     states = [
-        load_conf(json.dumps(conf(link_state=s))).link_state
+        parse_conf(json.dumps(conf(link_state=s))).link_state
         for s in ("auto", "enable", "disable")
     ]
     assert states == [0, 1, 2]
@@ -135,13 +135,13 @@ def test_link_state_names_map_to_ifla_values() -> None:
 
 def test_runtime_config_mac_wins_over_cni_args_and_netconf() -> None:
     data = conf(mac="02:00:00:00:00:01", runtimeConfig={"mac": "02:00:00:00:00:AA"})
-    nc = load_conf(json.dumps(data), cni_args=parse_cni_args("MAC=02:00:00:00:00:bb"))
+    nc = parse_conf(json.dumps(data), cni_args=parse_cni_args("MAC=02:00:00:00:00:bb"))
     assert nc.mac == "02:00:00:00:00:aa"
 
 
 def test_cni_args_mac_wins_over_netconf_mac() -> None:
     args = parse_cni_args("IgnoreUnknown=true;MAC=02:00:00:00:00:bb;K8S_POD_NAME=p")
-    nc = load_conf(json.dumps(conf(mac="02:00:00:00:00:01")), cni_args=args)
+    nc = parse_conf(json.dumps(conf(mac="02:00:00:00:00:01")), cni_args=args)
     assert nc.mac == "02:00:00:00:00:bb"
 
 
@@ -157,7 +157,7 @@ def test_non_integer_vlan_is_a_decode_error_like_go_json() -> None:
 
 
 def test_railyard_defaults_detection_on_and_policy_routing_on() -> None:
-    nc = load_conf(json.dumps(conf()))
+    nc = parse_conf(json.dumps(conf()))
     assert nc.detect_ip_conflict and nc.detect_gateway and nc.policy_routing
     assert (nc.route_table, nc.rule_priority, nc.mtu) == (
         None,
@@ -168,13 +168,13 @@ def test_railyard_defaults_detection_on_and_policy_routing_on() -> None:
 
 
 def test_detection_can_be_switched_off_per_network() -> None:
-    nc = load_conf(json.dumps(conf(detectIPConflict=False, detectGateway=False)))
+    nc = parse_conf(json.dumps(conf(detectIPConflict=False, detectGateway=False)))
     assert not nc.detect_ip_conflict and not nc.detect_gateway
 
 
 def test_enable_rdma_is_the_older_spelling_of_rdma_isolation() -> None:
-    assert load_conf(json.dumps(conf(enableRdma=True))).rdma_isolation
-    assert load_conf(json.dumps(conf(rdmaIsolation=True))).rdma_isolation
+    assert parse_conf(json.dumps(conf(enableRdma=True))).rdma_isolation
+    assert parse_conf(json.dumps(conf(rdmaIsolation=True))).rdma_isolation
 
 
 @pytest.mark.parametrize("table", [0, 253, 254, 255, -5])
@@ -189,7 +189,7 @@ def test_rule_priority_must_come_before_the_main_table() -> None:
     assert error_of(conf(rulePriority=32766)).msg.startswith(
         "rulePriority 32766 invalid"
     )
-    assert load_conf(json.dumps(conf(rulePriority=500))).rule_priority == 500
+    assert parse_conf(json.dumps(conf(rulePriority=500))).rule_priority == 500
 
 
 def test_non_positive_mtu_is_rejected() -> None:
@@ -209,7 +209,7 @@ def test_spiderpool_rendered_sriov_plugin_is_accepted_unchanged() -> None:
         "deviceID": PCI,
         "pciBusID": PCI,
     }
-    nc = load_conf(json.dumps(data))
+    nc = parse_conf(json.dumps(data))
     assert (nc.vlan, nc.vlan_qos, nc.vlan_proto) == (0, 0, "802.1q")
     assert (nc.min_tx_rate, nc.max_tx_rate) == (0, 0)
     assert nc.ipam_type == "spiderpool"

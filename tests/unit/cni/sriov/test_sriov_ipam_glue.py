@@ -7,8 +7,8 @@ import json
 from typing import Any
 
 from cni.attach.ipam_glue import ipam_request
-from cni.plugins.ib_sriov.config import load_conf as load_ib
-from cni.plugins.sriov.config import load_conf as load_sriov
+from cni.plugins.ib_sriov.config import parse_conf as load_ib
+from cni.plugins.sriov.config import parse_conf as load_sriov
 from cni.skel import CmdArgs
 
 PCI = "0000:af:06.0"

@@ -1,0 +1,113 @@
+# SPDX-License-Identifier: Apache-2.0
+"""railyard-agent soak: N ADD/DEL cycles through the shim, memory and fds before/after.
+
+Run as root: ``.venv/bin/python benchmarks/soak_agent.py [--cycles 10000]``.
+
+One rail of the simulated host, the lab's agent (``railyard_sim.agent``) and
+ipamd; each cycle is a ``sriov`` ADD then DEL (detection off) through the
+warm-path shim, as a runtime execs it. Prints the agent's RSS, PSS-free view
+(``VmRSS``), its open file descriptors and its children, before, every 10 %
+and after; growth in any of them is a leak in the long-lived parent (the
+workers are forked per request and exit).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from railyard_sim import agent, daemon  # noqa: E402
+from railyard_sim.lab import Lab  # noqa: E402
+from railyard_sim.runtime import Attachment, Runtime  # noqa: E402
+
+
+def vitals(pid: int) -> str:
+    status = Path(f"/proc/{pid}/status").read_text().splitlines()
+    fields = dict(line.split(":", 1) for line in status if ":" in line)
+    fds = len(os.listdir(f"/proc/{pid}/fd"))
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    return (
+        f"VmRSS {fields['VmRSS'].strip():>10}  VmSize {fields['VmSize'].strip():>10}"
+        f"  fds {fds:3d}  children {len(children)}  threads {fields['Threads'].strip()}"
+    )
+
+
+def run(cycles: int) -> None:
+    root = Path(tempfile.mkdtemp(prefix="ry-soak-"))
+    with Lab.up(root / "lab", rails=1, vfs_per_pf=1) as lab:
+        daemon.start(lab.dir)
+        agent.start(lab.dir)
+        try:
+            daemon.apply_pools(lab.dir, lab.pools_file)
+            pid = agent.running_pid(lab.dir)
+            assert pid is not None
+            r = lab.rail(1)
+            conf = {
+                "cniVersion": "1.0.0",
+                "name": "soak",
+                "plugins": [
+                    {
+                        "type": "sriov",
+                        "deviceID": r.vfs[0].pci,
+                        "detectIPConflict": False,
+                        "detectGateway": False,
+                        "ipam": {
+                            "type": "spiderpool",
+                            "default_ipv4_ippool": [r.pool_v4],
+                        },
+                    }
+                ],
+            }
+            env = {
+                **daemon.client_env(lab.dir),
+                "RAILYARD_STATE_DIR": str(root / "state"),
+                "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            }
+            bins = agent.shim_bin_dir(root / "bin", lab.dir)
+            rt = Runtime([bins], env=env, cache_dir=root / "cache")
+            ns = lab.netns_name("soak")
+            subprocess.run(["ip", "netns", "add", ns], check=True)
+            try:
+                pod = f"/var/run/netns/{ns}"
+                # One cycle first: the page cache and ipamd's first connection.
+                att = Attachment("soak-warmup", pod, "net1")
+                rt.add(conf, att)
+                rt.delete(conf, att)
+                print(f"before      {vitals(pid)}", flush=True)
+                t0 = time.monotonic()
+                for i in range(1, cycles + 1):
+                    att = Attachment(f"soak{i}", pod, "net1")
+                    rt.add(conf, att)
+                    rt.delete(conf, att)
+                    if i % max(1, cycles // 10) == 0:
+                        print(f"{i:>6} done  {vitals(pid)}", flush=True)
+                elapsed = time.monotonic() - t0
+                time.sleep(0.5)  # the last worker's exit is reaped
+                print(f"after       {vitals(pid)}")
+                print(
+                    f"{cycles} ADD/DEL cycles in {elapsed:.0f} s "
+                    f"({elapsed / cycles * 1000:.0f} ms per cycle); "
+                    f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+                )
+            finally:
+                subprocess.run(["ip", "netns", "del", ns], check=False)
+        finally:
+            agent.stop(lab.dir)
+            daemon.stop(lab.dir)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cycles", type=int, default=10000)
+    run(parser.parse_args().cycles)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,10 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The warm path: ``railyard-agent`` (``server``) and the exec'd ``shim``.
+
+- ``shim``: the stdlib-only program installed as each CNI binary; forwards a
+  command to the agent, or runs the plugin directly when there is none.
+- ``wire``: the agent's side of the shim protocol.
+- ``server``: the agent; one forked, pre-imported worker per request.
+- ``plugins``: the production table of plugins the agent serves.
+- ``cli``: the ``railyard-agent`` command.
+"""

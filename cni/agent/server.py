@@ -1,0 +1,329 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``railyard-agent``: the node agent that runs plugin commands for the shims.
+
+Model: **one forked worker per request, from a parent that imported everything.**
+The parent imports the plugins' commands and their heavy dependencies (pyroute2,
+grpc, ours) once, freezes the garbage collector's view of that heap, then only
+accepts connections and forks. The child runs exactly what direct mode runs,
+``cni.skel.run_plugin(funcs, about, env=..., stdin=..., stdout=..., stderr=...)``
+in its main thread, so results, errors, logs and the SIGALRM deadline are the
+plugin's own; then it ``_exit``s.
+
+Why fork and not threads or a worker pool: the GIL serialises threads, and a
+plugin's ADD spends a good part of its time in Python (message building,
+state records); forked children run in parallel on every core. A crash (a
+segfault in a C extension, the deadline's watchdog ``_exit``) ends one
+request only. Every child starts from the same clean, warm state, so no
+state leaks from one request into the next (what a long-lived worker pool
+would have to prove), and the parent never opens a gRPC channel or a netlink
+socket, so nothing is shared across ``fork`` (gRPC's fork support stays off).
+What a pool would keep warm beyond imports, one gRPC channel to ipamd per
+worker, costs ~1-3 ms per request to open over a unix socket: less than
+the bookkeeping a pool needs.
+
+Serialisation: none here. Per-PCI and per-PF file locks inside the plugin code
+order what must be ordered, exactly as between exec'd plugins. Concurrency is
+bounded (``max_workers``): at the limit the parent stops accepting and
+connections wait in the listen backlog, so a burst of pods cannot exhaust
+memory (multus #1346); each waiting shim still honours its deadline.
+
+Security: the socket is created 0600 inside a 0700 directory and every peer's
+SO_PEERCRED uid must be in ``allowed_uids`` (root only in production).
+
+Lifecycle: the socket appears (an atomic rename) only once the imports are
+done; until then, and after a stop, the shims run the plugin directly (see
+``cni.agent.shim``), so a starting agent never blocks an ADD. SIGTERM stops
+accepting, removes the socket and waits for the requests in flight. A
+SIGKILL of the whole group ends the commands in flight like a SIGKILL of an
+exec'd plugin: the record written before the first change lets the runtime's
+next DEL (or ADD) finish the job.
+"""
+
+from __future__ import annotations
+
+import gc
+import io
+import logging
+import os
+import select
+import signal
+import socket
+import stat
+import struct
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from importlib import import_module
+from pathlib import Path
+from typing import IO, cast
+
+from cni import version as cni_version
+from cni.agent import wire
+from cni.errors import INTERNAL, CniError
+from cni.skel import FuncsFactory, run_plugin
+
+log = logging.getLogger(__name__)
+
+DEFAULT_SOCKET = Path("/run/railyard/agent/agent.sock")
+DEFAULT_MAX_WORKERS = 16
+#: A connected shim must send its whole request within this (it has it in memory).
+REQUEST_TIMEOUT = 10.0
+_UCRED = struct.Struct("3i")
+
+
+@dataclass(frozen=True, slots=True)
+class PluginEntry:
+    """How the agent runs one CNI type: what direct mode passes to ``skel.main``."""
+
+    funcs: FuncsFactory
+    about: str
+    plugin_name: str
+
+
+PluginTable = Mapping[str, PluginEntry]
+
+
+def peer_uid(conn: socket.socket) -> int:
+    cred = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size)
+    return int(_UCRED.unpack(cred)[1])
+
+
+def prepare_socket_dir(path: Path) -> None:
+    """Create ``path``'s directory 0700 (tightening an existing one we own)."""
+    d = path.parent
+    d.mkdir(mode=0o700, parents=True, exist_ok=True)
+    st = d.stat()
+    if st.st_uid != os.geteuid():
+        raise PermissionError(f"{d} belongs to uid {st.st_uid}, not to this agent")
+    if stat.S_IMODE(st.st_mode) != 0o700:
+        os.chmod(d, 0o700)
+
+
+def _error_reply(conn: socket.socket, lock: threading.Lock, err: CniError) -> None:
+    """What a worker says when it cannot even start the plugin."""
+    import json
+
+    doc = err.to_json(cni_version.CURRENT)
+    wire.ReplyStream(conn, b"O", lock).write(json.dumps(doc) + "\n")
+    wire.send_status(conn, 1, lock)
+
+
+def serve_request(conn: socket.socket, table: PluginTable) -> int:
+    """Run one shim request in this (forked) process; the plugin's exit status."""
+    lock = threading.Lock()
+    try:
+        conn.settimeout(REQUEST_TIMEOUT)
+        req = wire.read_request(conn)
+        conn.settimeout(None)
+    except (wire.WireError, OSError) as exc:
+        log.warning("dropping a malformed request: %s", exc)
+        return 1
+    entry = table.get(req.plugin)
+    if entry is None:
+        _error_reply(
+            conn,
+            lock,
+            CniError(
+                INTERNAL,
+                f"railyard-agent has no plugin {req.plugin!r}",
+                f"it serves {sorted(table)}",
+            ),
+        )
+        return 1
+    # The plugin sees the runtime's environment, exactly as when exec'd.
+    os.environ.clear()
+    os.environ.update(req.env)
+    # The agent's own handlers would copy the plugin's log lines to the
+    # agent's log; direct mode has only the plugin's (stderr or logFile).
+    logging.getLogger().handlers.clear()
+    out = wire.ReplyStream(conn, b"O", lock)
+    err = wire.ReplyStream(conn, b"E", lock)
+    code = run_plugin(
+        entry.funcs,
+        entry.about,
+        env=os.environ,
+        stdin=io.BytesIO(req.stdin),
+        stdout=cast(IO[str], out),
+        stderr=cast(IO[str], err),
+        argv=req.argv,
+        plugin_name=entry.plugin_name,
+    )
+    try:
+        wire.send_status(conn, code, lock)
+    except OSError:
+        pass  # the shim is gone; the command itself completed
+    return code
+
+
+class Agent:
+    """Accepts shim connections on a unix socket and forks one worker per request."""
+
+    def __init__(
+        self,
+        table: PluginTable,
+        socket_path: Path = DEFAULT_SOCKET,
+        max_workers: int = DEFAULT_MAX_WORKERS,
+        allowed_uids: frozenset[int] = frozenset({0}),
+        preload: Sequence[str] = (),
+        on_worker_start: Callable[[], None] | None = None,
+    ) -> None:
+        if max_workers < 1:
+            raise ValueError("max_workers must be >= 1")
+        self.table = table
+        self.socket_path = Path(socket_path)
+        self.max_workers = max_workers
+        self.allowed_uids = allowed_uids
+        self.preload = tuple(preload)
+        self._on_worker_start = on_worker_start
+        self._listener: socket.socket | None = None
+        self._socket_ino = 0
+        self._workers: set[int] = set()
+        self._stopping = False
+
+    # ------------------------------------------------------------- start-up
+
+    def warm(self) -> None:
+        """Import what every request would import, then freeze that heap."""
+        t0 = time.monotonic()
+        for name in self.preload:
+            import_module(name)
+        for entry in self.table.values():
+            entry.funcs()  # imports the plugin's commands and what they use
+        # Children inherit these objects copy-on-write; a collection in a child
+        # would touch (and copy) every page of them for nothing.
+        gc.collect()
+        gc.freeze()
+        log.info(
+            "warm in %.0f ms: %s", (time.monotonic() - t0) * 1000, sorted(self.table)
+        )
+
+    def bind(self) -> None:
+        """Listen on a 0600 socket that appears at ``socket_path`` atomically."""
+        prepare_socket_dir(self.socket_path)
+        tmp = self.socket_path.with_name(f".{self.socket_path.name}.{os.getpid()}")
+        tmp.unlink(missing_ok=True)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        old_umask = os.umask(0o177)
+        try:
+            sock.bind(str(tmp))
+        finally:
+            os.umask(old_umask)
+        os.chmod(tmp, 0o600)
+        sock.listen(128)
+        os.replace(tmp, self.socket_path)
+        self._socket_ino = os.stat(self.socket_path).st_ino
+        self._listener = sock
+        log.info(
+            "listening on %s (max %d workers, peers uid %s)",
+            self.socket_path,
+            self.max_workers,
+            sorted(self.allowed_uids),
+        )
+
+    # ------------------------------------------------------------- serving
+
+    def request_stop(self, *_: object) -> None:
+        self._stopping = True
+
+    def serve_forever(self) -> None:
+        """Accept until SIGTERM/SIGINT (or ``request_stop``), then drain."""
+        if self._listener is None:
+            raise RuntimeError("bind() first")
+        signal.signal(signal.SIGTERM, self.request_stop)
+        signal.signal(signal.SIGINT, self.request_stop)
+        listener = self._listener
+        try:
+            while not self._stopping:
+                self._reap()
+                if len(self._workers) >= self.max_workers:
+                    time.sleep(0.002)  # the backlog holds the next connections
+                    continue
+                try:
+                    ready, _, _ = select.select([listener], [], [], 0.2)
+                except InterruptedError:
+                    continue
+                if ready:
+                    self._accept_one(listener)
+        finally:
+            self.close()
+            self._drain()
+
+    def _accept_one(self, listener: socket.socket) -> None:
+        try:
+            conn, _ = listener.accept()
+        except OSError as exc:  # EMFILE and friends: let the backlog wait
+            log.error("accept on %s: %s", self.socket_path, exc)
+            time.sleep(0.05)
+            return
+        try:
+            uid = peer_uid(conn)
+            if uid not in self.allowed_uids:
+                log.warning("refused a connection from uid %d", uid)
+                lock = threading.Lock()
+                wire.ReplyStream(conn, b"E", lock).write(
+                    f"railyard-agent: uid {uid} may not use this socket\n"
+                )
+                return
+            self._fork(conn, listener)
+        finally:
+            conn.close()
+
+    def _fork(self, conn: socket.socket, listener: socket.socket) -> None:
+        pid = os.fork()
+        if pid:
+            self._workers.add(pid)
+            return
+        # The worker: nothing of the parent's serving state is used from here.
+        status = 70
+        try:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            listener.close()
+            if self._on_worker_start is not None:
+                self._on_worker_start()
+            status = serve_request(conn, self.table)
+        except BaseException as exc:  # noqa: BLE001 - a worker never returns
+            try:
+                log.exception("worker failed: %s", exc)
+            finally:
+                os._exit(70)
+        os._exit(0 if status in (0, 1) else status)
+
+    def _reap(self) -> None:
+        while self._workers:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                self._workers.clear()
+                return
+            if pid == 0:
+                return
+            self._workers.discard(pid)
+            if os.WIFSIGNALED(status):
+                log.warning(
+                    "worker %d was killed by signal %d", pid, os.WTERMSIG(status)
+                )
+
+    def _drain(self) -> None:
+        if self._workers:
+            log.info("waiting for %d request(s) in flight", len(self._workers))
+        while self._workers:
+            try:
+                pid, _ = os.waitpid(-1, 0)
+            except ChildProcessError:
+                break
+            self._workers.discard(pid)
+
+    def close(self) -> None:
+        """Stop accepting: new shims find no socket and run plugins directly."""
+        if self._listener is None:
+            return
+        try:
+            # Only our own socket: a newer agent may have replaced it already.
+            if os.stat(self.socket_path).st_ino == self._socket_ino:
+                self.socket_path.unlink()
+        except OSError:
+            pass
+        self._listener.close()
+        self._listener = None

@@ -1,0 +1,225 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The lab's ``railyard-agent``: started like its ipamd, stopped by pid.
+
+``python -m railyard_sim.agent --lab DIR --socket <lab>/agent/agent.sock`` is
+the simulated host's agent entry: the production server
+(``cni.agent.server.Agent``) with a plugin table whose commands get the lab's
+``DepsFactory`` (``railyard_sim.host``), the way the lab's launchers
+(``railyard_sim.launchers``) run a plugin. ``shim_bin_dir`` writes the
+warm-path shims for a lab: the lab's agent socket baked in, and the lab's
+launcher body as their direct mode.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cni.agent.server import PluginTable
+
+SOCKET_ENV = "RAILYARD_AGENT_SOCKET"
+DIR = "agent"
+#: Where ``pods`` puts the lab's shims (the launchers stay in ``cni-bin``).
+SHIM_BIN_DIR = "warm-bin"
+PID = "agent.pid"
+LOG = "agent.log"
+
+
+class AgentError(RuntimeError):
+    """The lab's agent did not start or would not stop."""
+
+
+def socket_path(lab_dir: Path) -> Path:
+    return Path(lab_dir).absolute() / DIR / "agent.sock"
+
+
+def client_env(lab_dir: Path) -> dict[str, str]:
+    """Environment that points the shims at the lab's agent."""
+    return {SOCKET_ENV: str(socket_path(lab_dir))}
+
+
+def shim_bin_dir(
+    out_dir: Path | str,
+    lab_dir: Path | str,
+    socket: Path | str | None = None,
+    python: str = "",
+) -> Path:
+    """Warm-path shims for the lab's plugins in ``out_dir``.
+
+    Each forwards to ``socket`` (default: the lab agent's); with no agent there
+    it runs the lab's launcher body in ``python`` (default: this interpreter),
+    exactly as ``railyard_sim.launchers`` does. Written to a temporary name and
+    renamed, so a runtime exec'ing a shim meanwhile sees old or new.
+    """
+    from cni.agent.shim import render
+    from cni.plugins.registry import PLUGINS
+
+    out = Path(out_dir)
+    lab = Path(lab_dir).absolute()
+    sock = str(socket or socket_path(lab))
+    python = python or sys.executable
+    out.mkdir(parents=True, exist_ok=True)
+    for cni_type in PLUGINS:
+        direct = (
+            f"from railyard_sim.launchers import run; run({cni_type!r}, {str(lab)!r})"
+        )
+        tmp = out / f".{cni_type}.tmp"
+        tmp.write_text(
+            render(cni_type, "", "", python, sock, python, direct_code=direct)
+        )
+        tmp.chmod(0o755)
+        os.replace(tmp, out / cni_type)
+    return out
+
+
+def sim_table(lab_dir: Path | str) -> PluginTable:
+    """Every plugin, its commands given the lab's ``DepsFactory``."""
+    from cni.agent.server import PluginEntry
+    from cni.plugins.registry import PLUGINS
+    from railyard_sim.host import deps_factory
+
+    make_deps = deps_factory(lab_dir)
+    return {
+        cni_type: PluginEntry(
+            functools.partial(p.funcs, make_deps),
+            f"{p.about} (simulated host {lab_dir})",
+            cni_type,
+        )
+        for cni_type, p in PLUGINS.items()
+    }
+
+
+def running_pid(lab_dir: Path) -> int | None:
+    try:
+        pid = int((Path(lab_dir) / DIR / PID).read_text())
+    except (OSError, ValueError):
+        return None
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    # A recycled pid belongs to someone else: never signal it.
+    return pid if os.fsencode(socket_path(lab_dir)) in cmdline else None
+
+
+def start(lab_dir: Path, timeout: float = 20.0, max_workers: int = 16) -> int:
+    """Start the lab's agent; return once its socket exists (it then accepts)."""
+    lab_dir = Path(lab_dir).absolute()
+    sock = socket_path(lab_dir)
+    sock.parent.mkdir(mode=0o700, exist_ok=True)
+    sock.unlink(missing_ok=True)
+    cmd = [
+        sys.executable,
+        "-m",
+        "railyard_sim.agent",
+        "--lab",
+        str(lab_dir),
+        "--socket",
+        str(sock),
+        "--max-workers",
+        str(max_workers),
+    ]
+    with open(sock.parent / LOG, "ab") as log:
+        proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            # Its own group: ``stop`` (and a SIGKILL test) reaches its workers too.
+            start_new_session=True,
+        )
+    (sock.parent / PID).write_text(f"{proc.pid}\n")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AgentError(f"railyard-agent exited with {proc.returncode}")
+        if sock.exists():
+            return proc.pid
+        time.sleep(0.02)
+    stop(lab_dir)
+    raise AgentError(f"agent socket {sock} did not appear within {timeout:.0f}s")
+
+
+def stop(lab_dir: Path, timeout: float = 30.0, sig: int = signal.SIGTERM) -> None:
+    """Signal the agent's process group (its workers finish first on SIGTERM)."""
+    lab_dir = Path(lab_dir).absolute()
+    pid = running_pid(lab_dir)
+    if pid is not None:
+        try:
+            os.killpg(pid, sig)
+        except ProcessLookupError:
+            pass
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and _alive(pid):
+            time.sleep(0.02)
+        if _alive(pid):
+            os.killpg(pid, signal.SIGKILL)
+            while _alive(pid):
+                time.sleep(0.02)
+    (lab_dir / DIR / PID).unlink(missing_ok=True)
+    socket_path(lab_dir).unlink(missing_ok=True)
+
+
+def remove_files(lab_dir: Path) -> None:
+    """The agent's log, its directory and the lab's shims (``down``)."""
+    shutil.rmtree(Path(lab_dir) / SHIM_BIN_DIR, ignore_errors=True)
+    d = Path(lab_dir) / DIR
+    (d / LOG).unlink(missing_ok=True)
+    try:
+        d.rmdir()
+    except OSError:
+        pass
+
+
+def _alive(pid: int) -> bool:
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        if done == pid:
+            return False
+    except ChildProcessError:
+        pass
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="railyard_sim.agent")
+    parser.add_argument("--lab", type=Path, required=True)
+    parser.add_argument("--socket", type=Path, required=True)
+    parser.add_argument("--max-workers", type=int, default=16)
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO,
+        format="%(asctime)s %(levelname)s railyard-agent (lab): %(message)s",
+    )
+    os.environ["GRPC_ENABLE_FORK_SUPPORT"] = "false"
+    from cni.agent.plugins import PRELOAD
+    from cni.agent.server import Agent
+
+    agent = Agent(
+        sim_table(args.lab.absolute()),
+        socket_path=args.socket,
+        max_workers=args.max_workers,
+        preload=(*PRELOAD, "railyard_sim.host", "railyard_sim.recording"),
+    )
+    agent.warm()
+    agent.bind()
+    agent.serve_forever()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,147 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The agent SIGKILLed in the middle of an ADD, on the simulated host with real netns.
+
+The kill takes the agent's whole process group (what systemd and the kubelet
+do to a container): the worker running the ADD dies mid-way. The runtime's
+next calls, DEL then ADD again, must complete with nothing left behind: the
+VF back in the host with its name and MAC, no address held in ipamd, no
+record on disk. While the agent is down the shims run the plugin directly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from railyard_sim import agent, daemon
+from railyard_sim.lab import Lab
+from railyard_sim.runtime import DEBIAN_BIN, Attachment, PluginError, Runtime
+from tests.doubles.sriov_lab import link
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def lab(tmp_path: Path) -> Iterator[Lab]:
+    with Lab.up(tmp_path / "lab", rails=1, vfs_per_pf=1) as lab:
+        daemon.start(lab.dir)
+        try:
+            daemon.apply_pools(lab.dir, lab.pools_file)
+            agent.start(lab.dir)
+            try:
+                yield lab
+            finally:
+                agent.stop(lab.dir, sig=signal.SIGKILL)
+        finally:
+            daemon.stop(lab.dir)
+
+
+@pytest.fixture
+def pod(lab: Lab) -> Iterator[str]:
+    name = lab.netns_name(f"k{os.urandom(3).hex()}")
+    subprocess.run(["ip", "netns", "add", name], check=True)
+    try:
+        yield f"/var/run/netns/{name}"
+    finally:
+        subprocess.run(["ip", "netns", "del", name], check=False)
+
+
+def allocations(lab: Lab) -> list[dict[str, Any]]:
+    out = subprocess.run(
+        [
+            daemon.ipamd_command(),
+            "alloc",
+            "list",
+            "--json",
+            "--socket",
+            str(daemon.socket_path(lab.dir)),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    rows: list[dict[str, Any]] = json.loads(out)
+    return rows
+
+
+def test_agent_killed_mid_add_then_del_and_add_again_leave_nothing_behind(
+    lab: Lab, pod: str, tmp_path: Path
+) -> None:
+    r = lab.rail(1)
+    vf = r.vfs[0]
+    before = link(vf.netdev)
+    assert before is not None
+    conf = {
+        "cniVersion": "1.0.0",
+        "name": "gpu1-sriov",
+        "plugins": [
+            {
+                "type": "sriov",
+                "deviceID": vf.pci,
+                # A long detection window: the kill lands while the VF is in
+                # the pod with its address on it.
+                "detectionWindowMs": 4000,
+                "ipam": {"type": "spiderpool", "default_ipv4_ippool": [r.pool_v4]},
+            }
+        ],
+    }
+    env = {
+        **daemon.client_env(lab.dir),
+        "RAILYARD_STATE_DIR": str(tmp_path / "state"),
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+    }
+    bins = agent.shim_bin_dir(tmp_path / "bin", lab.dir)
+    rt = Runtime([bins, DEBIAN_BIN], env=env, cache_dir=tmp_path / "c")
+    att = Attachment("ckill", pod, "net1")
+
+    with ThreadPoolExecutor(1) as pool:
+        adding = pool.submit(rt.add, conf, att)
+        deadline = time.monotonic() + 20
+        while link("net1", pod) is None or not allocations(lab):
+            assert time.monotonic() < deadline, "ADD never reached the pod"
+            assert not adding.done(), adding.exception()
+            time.sleep(0.05)
+        agent_pid = agent.running_pid(lab.dir)
+        assert agent_pid is not None
+        os.killpg(agent_pid, signal.SIGKILL)
+        with pytest.raises(PluginError) as failed:
+            adding.result(timeout=30)
+    assert failed.value.code == 999  # the worker died: no result
+    # What it left: the VF in the pod, an address held, the record for DEL.
+    assert link("net1", pod) is not None and allocations(lab)
+    assert any((tmp_path / "state").rglob("*ckill*"))
+
+    # The runtime's DEL; the agent is gone, so the shim runs the plugin directly.
+    done = rt.exec_plugin(
+        "sriov",
+        "DEL",
+        {**conf["plugins"][0], "cniVersion": "1.0.0", "name": "gpu1-sriov"},
+        att,
+    )
+    assert done == {}
+    assert link("net1", pod) is None
+    after = link(vf.netdev)
+    assert after is not None and after["address"] == before["address"]
+    assert allocations(lab) == []
+    assert not any((tmp_path / "state").rglob("*ckill*"))
+
+    # The agent back (its start-up is the only wait), ADD again works warm.
+    agent.start(lab.dir)
+    result = rt.add(
+        {**conf, "plugins": [{**conf["plugins"][0], "detectionWindowMs": 100}]}, att
+    )
+    assert result["interfaces"][0]["name"] == "net1"
+    assert link("net1", pod) is not None
+    rt.delete(
+        {**conf, "plugins": [{**conf["plugins"][0], "detectionWindowMs": 100}]}, att
+    )
+    assert link(vf.netdev) is not None and allocations(lab) == []

@@ -1,0 +1,53 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The shipped webhook manifests say what the webhook needs, and no more."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from railyard.webhook.kube import NAD_GROUP, NAD_PLURAL
+from railyard.webhook.server import HEALTH_PATH, MUTATE_PATH
+
+K8S = Path(__file__).resolve().parents[3] / "packaging" / "k8s"
+
+
+def objects(name: str) -> dict[str, dict[str, Any]]:
+    docs = yaml.safe_load_all((K8S / name).read_text())
+    return {d["kind"]: d for d in docs if d}
+
+
+def test_mutating_webhook_is_create_only_fail_closed_and_skips_kube_system() -> None:
+    config = objects("webhook.yaml")["MutatingWebhookConfiguration"]
+    (hook,) = config["webhooks"]
+    assert hook["failurePolicy"] == "Fail"
+    assert hook["admissionReviewVersions"] == ["v1"]
+    assert hook["sideEffects"] == "None"
+    (rule,) = hook["rules"]
+    assert rule["operations"] == ["CREATE"]
+    assert rule["resources"] == ["pods"]
+    assert hook["clientConfig"]["service"]["path"] == MUTATE_PATH
+    (exclude,) = hook["namespaceSelector"]["matchExpressions"]
+    assert exclude["key"] == "kubernetes.io/metadata.name"
+    assert exclude["operator"] == "NotIn"
+    assert "kube-system" in exclude["values"]
+
+
+def test_deployment_serves_the_configured_path_with_the_shipped_account() -> None:
+    deployment = objects("webhook.yaml")["Deployment"]
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["command"][-2:] == ["webhook", "serve"]
+    assert container["readinessProbe"]["httpGet"]["path"] == HEALTH_PATH
+    account = objects("webhook-rbac.yaml")["ServiceAccount"]["metadata"]["name"]
+    assert pod["serviceAccountName"] == account
+
+
+def test_rbac_reads_networks_and_namespaces_only() -> None:
+    role = objects("webhook-rbac.yaml")["ClusterRole"]
+    assert role["rules"] == [
+        {"apiGroups": [NAD_GROUP], "resources": [NAD_PLURAL], "verbs": ["list"]},
+        {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get"]},
+    ]
