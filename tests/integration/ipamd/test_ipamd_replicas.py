@@ -69,7 +69,13 @@ def two_replicas(start_daemon, postgres_url: str, pools_yaml: str) -> list[Any]:
     return [a, b]
 
 
-def wait_role(daemon: Any, role: str, timeout: float = 5.0) -> None:
+# A liveness bound for role changes on a shared, loaded CI machine (seen
+# failing at 5 s at load 11); the takeover time itself is measured and printed
+# by the stress test below against its 2 s target.
+TAKEOVER_BOUND = 10.0
+
+
+def wait_role(daemon: Any, role: str, timeout: float = TAKEOVER_BOUND) -> None:
     deadline = time.monotonic() + timeout
     while daemon.status().role != role:
         assert time.monotonic() < deadline, f"{daemon.name} never became {role}"
@@ -229,7 +235,7 @@ def test_a_paused_active_cannot_commit_after_the_standby_took_over(
     with lock:
         acked_before_pause = len(acked_by)
     try:
-        wait_role(b, "active", timeout=5)
+        wait_role(b, "active")
         took_over = time.monotonic() - paused_at
         with IpamdClient(str(b.socket), timeout=5) as client:
             for i in range(50):
@@ -242,7 +248,7 @@ def test_a_paused_active_cannot_commit_after_the_standby_took_over(
         os.kill(a.proc.pid, signal.SIGCONT)
     # The resumed replica finds itself deposed: it steps down, and every
     # request it had in flight fails instead of committing.
-    wait_role(a, "standby", timeout=5)
+    wait_role(a, "standby")
     time.sleep(0.3)
     stop.set()
     for t in threads:
@@ -339,12 +345,12 @@ def test_the_standby_takes_over_when_the_active_loses_the_database(
             first = admin.allocate(request("before"))
         proxy.cut()
         cut_at = time.monotonic()
-        wait_role(b, "active", timeout=5)
+        wait_role(b, "active")
         took_over = time.monotonic() - cut_at
         with IpamdClient(str(b.socket)) as client:
             assert client.allocate(request("before")).ips == first.ips
             client.allocate(request("after"))
-        wait_role(a, "standby", timeout=5)
+        wait_role(a, "standby")
         print(f"\n[db loss] standby active {took_over:.2f}s after the cut")
         assert took_over <= 2.0
         with IpamdClient(str(a.socket), timeout=2) as client:
