@@ -122,6 +122,10 @@ def make_engine(url: str) -> Engine:
             "keepalives_count": 2,
             "tcp_user_timeout": 3000,
             "application_name": "ipamd",
+            # A replica paused mid-transaction (SIGSTOP, a VM freeze) holds
+            # the lease row's lock; the server ends such a session so a
+            # standby's takeover is not blocked behind it.
+            "options": "-c idle_in_transaction_session_timeout=2000",
         }
         kwargs["pool_pre_ping"] = True
     engine = sa.create_engine(url, **kwargs)
