@@ -71,7 +71,7 @@ def test_podman_runs_on_the_rendered_roce_network_with_mtu_and_rdma(
 ) -> None:
     host = make_host(rails=1)
     rail, vf = host.rail(1), host.vf(1, 0)
-    podman = make_podman([host.install.cni_bin_dir, GO_PLUGINS], host.env)
+    podman = make_podman([host.cni_bin_dir, GO_PLUGINS], host.env)
     # 05 names gpu1-net11 without defining it: the host's ipamd has it
     report = railyard_apply(
         railyard,
@@ -183,7 +183,7 @@ def test_multus_delegates_the_rendered_nad_with_its_resource_device(
         netns=rp_netns(),
     )
     multus = Multus(
-        [host.install.cni_bin_dir, GO_PLUGINS],
+        [host.cni_bin_dir, GO_PLUGINS],
         tmp_short / "multus-cache",
         env={**os.environ, **host.env},
     )
@@ -235,7 +235,7 @@ def test_multus_delegates_the_rendered_infiniband_nad_of_guide_01(
         netns=rp_netns(),
     )
     multus = Multus(
-        [host.install.cni_bin_dir],
+        [host.cni_bin_dir],
         tmp_short / "multus-cache",
         env={**os.environ, **host.env},
     )
