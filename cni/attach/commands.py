@@ -9,18 +9,22 @@ validated, so a config error costs no pyroute2/grpc import.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import json
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
 from cni.attach.conf import detection_window
 from cni.attach.detection import DetectionPolicy
 from cni.attach.ipam_glue import IpamConf, ipam_request
-from cni.attach.lifecycle import AttachSpec, RoutingPolicy, check
+from cni.attach.lifecycle import AttachSpec, RoutingPolicy, check, store_for
 from cni.attach.pf import PfSettings
+from cni.attach.teardown import ipam_netconf
 from cni.errors import CHECK_FAILED, CniError
 from cni.types import Result
 
 if TYPE_CHECKING:
+    from cni.attach.state import VfState
     from cni.deps import Deps
     from cni.ipam import IpamClient
     from cni.skel import CmdArgs
@@ -111,6 +115,42 @@ def prev_attachment(prev: Result | None, ifname: str) -> tuple[list[str], str]:
         raise CniError(CHECK_FAILED, f"interface {ifname} not found in prevResult")
     ips = [str(ip.address) for ip in prev.ips if ip.interface in (idx, None)]
     return ips, prev.interfaces[idx].mac
+
+
+@contextmanager
+def record_ipams(
+    args: CmdArgs, ipam_factory: IpamFactory | None, shared: IpamClient | None
+) -> Iterator[Callable[[VfState], IpamClient | None]]:
+    """GC's IPAM per record: the one that allocated (``teardown.ipam_netconf``),
+    ``shared`` (the netconf's) when that is the same; each built once, closed
+    on exit."""
+    made: dict[str, IpamClient | None] = {}
+
+    def pick(st: VfState) -> IpamClient | None:
+        netconf = ipam_netconf(args.netconf, st)
+        if netconf.get("ipam") == args.netconf.get("ipam"):
+            return shared
+        key = json.dumps(netconf.get("ipam"), sort_keys=True, default=str)
+        if key not in made:
+            made[key] = (ipam_factory or real_ipam)(netconf, args.env)
+        return made[key]
+
+    try:
+        yield pick
+    finally:
+        for client in made.values():
+            if client is not None and client is not shared:
+                client.close()
+
+
+def del_ipam_netconf(plugin: str) -> Callable[[CmdArgs, Deps], dict[str, Any]]:
+    """DEL's ``Commands.del_ipam_netconf``: the IPAM that allocated (the record's)."""
+
+    def pick(args: CmdArgs, deps: Deps) -> dict[str, Any]:
+        st = store_for(deps, plugin).load(args.container_id, args.ifname)
+        return ipam_netconf(args.netconf, st)
+
+    return pick
 
 
 def check_vf(

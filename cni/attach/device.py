@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from cni.errors import DEVICE_ERROR, CniError
-from cni.kernel import DeviceNotFound, KernelError, PciDevice
+from cni.kernel import DeviceNotFound, KernelError, LinkInfo, PciDevice, VfInfo
 
 #: Drivers that take a VF away from the kernel's netdev stack (sriov-cni).
 DPDK_DRIVERS = frozenset({"vfio-pci", "uio_pci_generic", "igb_uio"})
@@ -90,3 +90,36 @@ def host_netdevs(sysfs: PciLookup, pci: str) -> list[str]:
         return list(sysfs.device(pci).netdevs)
     except (DeviceNotFound, KernelError, OSError):
         return []
+
+
+ARPHRD_INFINIBAND = 32
+INFINIBAND = "infiniband"
+ETHERNET = "ethernet"
+
+
+def link_kind(vf_link: LinkInfo | None, pf_link: LinkInfo | None, vf: VfInfo) -> str:
+    """``infiniband`` or ``ethernet``: what the VF is, from what the host shows.
+
+    The netdev's ARPHRD type says it on a real host; a DPDK-bound VF has no
+    netdev, so its PF's type counts, and so does the PF's VF entry: only an
+    IPoIB PF reports VF GUIDs (``ndo_get_vf_guid``), which is also what tells
+    the simulated host's veth stand-ins apart.
+    """
+    types = {ln.link_type for ln in (vf_link, pf_link) if ln is not None}
+    if ARPHRD_INFINIBAND in types or vf.node_guid or vf.port_guid:
+        return INFINIBAND
+    return ETHERNET
+
+
+def require_link_kind(
+    plugin: str, dev: VfDevice, have: str, want: str, why: str
+) -> None:
+    """Refuse, before the first change, a VF of the wrong kind for ``plugin``."""
+    if not want or have == want:
+        return
+    raise CniError(
+        DEVICE_ERROR,
+        f"VF {dev.pci} is an {have} VF; {plugin} needs an {want} VF",
+        f"{why} (link type {have} on PF {dev.pf}); use the "
+        f"{'ib-sriov' if have == INFINIBAND else 'sriov'} plugin for this device",
+    )

@@ -31,7 +31,13 @@ from typing import TYPE_CHECKING
 from cni.attach.allocation import Allocations
 from cni.attach.conf import DEFAULT_RULE_PRIORITY
 from cni.attach.detection import DetectionPolicy, announce, start_detection
-from cni.attach.device import VfDevice, host_netdevs, resolve_vf
+from cni.attach.device import (
+    VfDevice,
+    host_netdevs,
+    link_kind,
+    require_link_kind,
+    resolve_vf,
+)
 from cni.attach.netdev import (
     configure_in_pod,
     find_returned_vf,
@@ -52,6 +58,7 @@ from cni.attach.routing import (
     remove_routing,
 )
 from cni.attach.state import Stage, StateStore, VfState
+from cni.attach.teardown import PodSide, find_pod_side, is_the_vf
 from cni.errors import (
     CHECK_FAILED,
     DEVICE_ERROR,
@@ -120,6 +127,10 @@ class AttachSpec:
     rdma_isolation: bool = False
     pod_namespace: str = ""  # CNI_ARGS, recorded for the RDMA exporter
     pod_name: str = ""
+    #: The kind of VF this plugin needs ("infiniband", "ethernet"; "" any) and
+    #: why, for the refusal message (``cni.attach.device.require_link_kind``).
+    link_kind: str = ""
+    link_kind_reason: str = ""
 
 
 @dataclass(slots=True)
@@ -185,6 +196,9 @@ def attach(
                     f"VF {spec.pci} netdev {dev.netdev} is not in the host",
                     "is another pod using it?",
                 )
+        orig_vf = read_vf(deps.vf, dev.pf, dev.vf_index)
+        kind = link_kind(host, deps.links.find(dev.pf), orig_vf)
+        require_link_kind(spec.plugin, dev, kind, spec.link_kind, spec.link_kind_reason)
         _check_mtu(deps, dev, spec.mtu)
         rdma_dev = None
         if spec.rdma_isolation:
@@ -210,7 +224,7 @@ def attach(
             host_ifindex=host.index if host else None,
             orig_mac=host.mac if host else None,
             orig_mtu=host.mtu if host else None,
-            orig_vf=read_vf(deps.vf, dev.pf, dev.vf_index),
+            orig_vf=orig_vf,
             pf_settings=spec.pf_settings,
             ipam_type=spec.ipam_type,
             ipam_conf=dict(spec.ipam_conf),
@@ -442,11 +456,15 @@ def detach(deps: Deps, req: DetachRequest, ipam: IpamClient | None) -> None:
     ipamd is unreachable), the record is cut down to what a retry needs (stage
     ``release-pending``; the VF and its allocation marker are free) and
     ``ReleasePending`` carries the IPAM's code, so the runtime retries DEL; a
-    retry or GC only releases. Without a record there is nothing of ours to
-    restore, but the address may still be held (an ADD that died before
-    saving, or a peer-era pod): it is released when the netconf has an ipam,
-    and an unreachable ipamd is then only a WARNING (as Spiderpool does) -
-    ipamd's own GC reclaims what no valid attachment holds.
+    retry or GC only releases. The VF is taken back from where the record
+    says, whatever CNI_NETNS says, and the address is released only once the
+    VF is out of the pod or its netns is gone (``cni.attach.teardown``); the
+    caller builds ``ipam`` from the record's IPAM (``teardown.ipam_netconf``).
+    Without a record there is nothing of ours to restore, but the address may
+    still be held (an ADD that died before saving, or a peer-era pod): it is
+    released by (container ID, ifname), and an unreachable ipamd is then only
+    a WARNING (as Spiderpool does) - ipamd's own GC reclaims what no valid
+    attachment holds.
     """
     store = store_for(deps, req.plugin)
     st = store.load(req.container_id, req.ifname)
@@ -487,11 +505,21 @@ def detach(deps: Deps, req: DetachRequest, ipam: IpamClient | None) -> None:
             # The VF is home: another pod may take it even if the release fails.
             # (Not for a record whose VF was home before: it may be taken.)
             Allocations(deps.state_dir).release(st.pci)
+        if pending:
+            # The VF is still inside a netns that lives, where we could not
+            # take it from: it may carry its address, so nothing is released.
+            # The record (and the allocation marker) stay for GC or a retry.
+            log.warning(
+                "VF %s not back in the host yet; its address stays held until "
+                "DEL or GC brings it home",
+                st.pci,
+            )
+            st.stage = Stage.AWAITING_VF
+            store.save(st)
+            return
         try:
             _release(ipam, st.network or req.network, st.container_id, st.ifname)
         except CniError as exc:
-            if pending:
-                raise  # the full record stays; nothing was freed
             # The VF is free now: a retry must never restore it again, so
             # whatever the IPAM error, only the release is left on record.
             _keep_for_release(store, st)
@@ -503,14 +531,6 @@ def detach(deps: Deps, req: DetachRequest, ipam: IpamClient | None) -> None:
             ) from exc
         if st.stage.vf_home:
             store.delete(st.container_id, st.ifname)
-            return
-        if pending:
-            # CNI_NETNS is empty and the VF is still inside a netns we cannot
-            # name: it comes back when that netns dies. The record (and the
-            # allocation marker) stay so GC restores it then; DEL succeeds.
-            log.warning("VF %s not back in the host yet; GC will restore it", st.pci)
-            st.stage = Stage.AWAITING_VF
-            store.save(st)
             return
         store.delete(st.container_id, st.ifname)
         log.info("released VF %s (%s) from %s", st.pci, st.host_ifname, st.netns)
@@ -555,20 +575,18 @@ def restore(deps: Deps, st: VfState, netns: str) -> tuple[list[str], bool]:
     """Undo an attachment from its record.
 
     Returns what could not be undone, and whether the VF netdev is still out
-    of reach (``netns`` empty and the VF not back in the host). ``netns`` is
-    the runtime's CNI_NETNS ("" = unknown). Each part is idempotent so a
-    retried DEL completes a half-done one.
+    of reach (in a netns that lives, but not where the record says). ``netns``
+    is the runtime's CNI_NETNS ("" = unknown); the record decides where the
+    VF is taken back from (``cni.attach.teardown``). Each part is idempotent
+    so a retried DEL completes a half-done one.
     """
     failures: list[str] = []
     pending = False
-    pod = netns if netns and deps.netns.exists(netns) else None
-    in_pod = None
-    if pod is not None and not st.dpdk:
-        try:
-            in_pod = deps.links.find(st.ifname, pod)
-        except NetnsNotFound:
-            pod = None
-    if in_pod is not None and pod is not None:
+    side = find_pod_side(deps, st, netns)
+    pod, in_pod = side.netns, side.link
+    if pod is not None and (in_pod is not None or st.rules or st.saved_main_defaults):
+        # Also when the VF already left the pod: a DEL that failed after moving
+        # it home must not strand its rules (they outlive the link) on retry.
         failures += remove_routing(
             deps.links, pod, st.rules, st.routes, st.saved_main_defaults
         )
@@ -580,17 +598,19 @@ def restore(deps: Deps, st: VfState, netns: str) -> tuple[list[str], bool]:
         )
     if not st.dpdk:
         try:
-            pending = not _restore_netdev(deps, st, netns, pod, in_pod)
+            pending = not _restore_netdev(deps, st, side)
         except (KernelError, CniError) as exc:
             failures.append(f"restore netdev {st.host_ifname}: {exc}")
     if st.rdma_device:
         from cni.attach import rdma
 
         try:
-            # The recorded netns when CNI_NETNS is empty: a pod netns that still
-            # lives is reached, one that is gone is tolerated (the kernel sent
-            # the device home already).
-            moved = rdma.move_rdma_out(deps.rdma, st.rdma_device, pod or st.netns)
+            # From the recorded netns while it lives; once it is gone the
+            # kernel sent the device home already (tolerated), unless the
+            # runtime names the same netns under a new path.
+            moved = rdma.move_rdma_out(
+                deps.rdma, st.rdma_device, pod or netns or st.netns
+            )
         except CniError as exc:
             failures.append(f"move RDMA device {st.rdma_device} back: {exc}")
         else:
@@ -622,14 +642,12 @@ def _rehome_netdev(deps: Deps, st: VfState) -> None:
     restore_link(deps.links, st.host_ifname, st.orig_mac, st.orig_mtu, None)
 
 
-def _restore_netdev(
-    deps: Deps, st: VfState, netns: str, pod: str | None, in_pod: LinkInfo | None
-) -> bool:
+def _restore_netdev(deps: Deps, st: VfState, side: PodSide) -> bool:
     """Bring the netdev home with its name, MAC and MTU; False if out of reach."""
     host_name = st.host_ifname
     assert host_name is not None
-    if in_pod is not None and pod is not None:
-        return_to_host(deps.links, deps.netns, st.ifname, pod, host_name)
+    if side.link is not None and side.netns is not None:
+        return_to_host(deps.links, deps.netns, st.ifname, side.netns, host_name)
     else:
         back = find_returned_vf(
             deps.links,
@@ -639,7 +657,9 @@ def _restore_netdev(
             st.host_ifindex,
         )
         if back is None:
-            if not netns and st.pod_mac:
+            if side.recorded_alive and st.pod_mac:
+                # Moved into a netns that lives, yet not found there: it may
+                # still carry the address (renamed, moved on); never guess.
                 return False
             # Never moved (ADD died early), or its netns is gone and took the
             # device with it (a veth stand-in): nothing left to restore.
@@ -671,11 +691,29 @@ def check(
             f"no attachment recorded for {ifname}",
             f"container {container_id}",
         )
+    if netns != st.netns:
+        raise CniError(
+            CHECK_FAILED,
+            f"{ifname} was attached in another netns",
+            f"CNI_NETNS {netns}, recorded at ADD {st.netns} (VF {st.pci})",
+        )
     if st.dpdk:
         return
-    link = deps.links.find(ifname, netns)
-    if link is None:
-        raise CniError(CHECK_FAILED, f"interface {ifname} not found in {netns}")
+    try:
+        link = deps.links.find(ifname, netns)
+    except NetnsNotFound as exc:
+        raise CniError(
+            CHECK_FAILED, f"the pod netns {netns} of {ifname} is gone", str(exc)
+        ) from exc
+    if link is None or not is_the_vf(link, st, True):
+        where = "is in the host" if host_netdevs(deps.sysfs, st.pci) else "is not"
+        raise CniError(
+            CHECK_FAILED,
+            f"VF {st.pci} is not in its recorded netns as {ifname}",
+            f"netns {netns}: {ifname} "
+            + ("is another link" if link is not None else "not found")
+            + f"; the VF {where}",
+        )
     if prev_mac and link.mac != prev_mac.lower():
         raise CniError(
             CHECK_FAILED,
@@ -683,10 +721,12 @@ def check(
             f"prevResult {prev_mac}, found {link.mac}",
         )
     have: set[str] = set(deps.links.addresses(ifname, netns))
-    missing = [a for a in prev_ips if a not in have]
+    missing = [a for a in (*st.addresses, *prev_ips) if a not in have]
     if missing:
         raise CniError(
-            CHECK_FAILED, f"addresses missing on {ifname}", ", ".join(missing)
+            CHECK_FAILED,
+            f"addresses missing on {ifname}",
+            ", ".join(dict.fromkeys(missing)),
         )
     rules = deps.links.rules(0, netns)
     for rule in st.rules:
@@ -716,10 +756,12 @@ def gc(
     network: str,
     valid: Sequence[Attachment],
     ipam: IpamClient | None,
+    ipam_for: Callable[[VfState], IpamClient | None] | None = None,
 ) -> list[str]:
     """GC: restore and release every recorded attachment of ``network`` not in
     ``valid``; then let the IPAM collect its own leftovers. Continues on errors
-    (SPEC.md "GC") and returns them."""
+    (SPEC.md "GC") and returns them. ``ipam_for`` gives the IPAM that
+    allocated a record (``commands.record_ipams``), default ``ipam``."""
     keep = {(a.container_id, a.ifname) for a in valid}
     errors: list[str] = []
     for st in store_for(deps, plugin).all():
@@ -729,7 +771,7 @@ def gc(
             detach(
                 deps,
                 DetachRequest(plugin, network, st.container_id, st.ifname, st.netns),
-                ipam,
+                ipam_for(st) if ipam_for is not None else ipam,
             )
         except CniError as exc:
             errors.append(f"{st.container_id}/{st.ifname}: {exc}")

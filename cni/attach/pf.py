@@ -20,7 +20,7 @@ from functools import partial
 from typing import Any, NamedTuple
 
 from cni.errors import DEVICE_ERROR, CniError
-from cni.kernel import KernelError, VfInfo, VfOps
+from cni.kernel import KernelError, NotSupported, VfInfo, VfOps
 from cni.rollback import Rollback
 
 log = logging.getLogger(__name__)
@@ -156,12 +156,34 @@ def read_vf(ops: VfOps, pf: str, vf: int) -> VfInfo:
         ) from exc
 
 
+def _restore_unless_unsupported(step: _Step, pf: str, vf: int) -> None:
+    """``step.restore()``; a device that refuses the setting altogether
+    (EOPNOTSUPP) cannot have been changed by us, so that is not a failure.
+
+    Otherwise an ADD whose step failed for that reason would keep a record
+    whose restore fails the same way on every DEL, forever.
+    """
+    try:
+        step.restore()
+    except NotSupported as exc:
+        log.warning(
+            "VF %d on %s does not support %s (%s); nothing to restore",
+            vf,
+            pf,
+            step.name,
+            exc,
+        )
+
+
 def apply_pf_settings(
     ops: VfOps, pf: str, vf: int, want: PfSettings, orig: VfInfo, rb: Rollback
 ) -> None:
     """Write every configured setting; each one's undo is on ``rb`` first."""
     for step in _steps(ops, pf, vf, want, orig):
-        rb.push(step.restore, f"restore {step.name} of VF {vf} on {pf}")
+        rb.push(
+            partial(_restore_unless_unsupported, step, pf, vf),
+            f"restore {step.name} of VF {vf} on {pf}",
+        )
         try:
             step.apply()
         except KernelError as exc:
@@ -179,7 +201,7 @@ def restore_pf_settings(
     failures: list[str] = []
     for step in reversed(_steps(ops, pf, vf, want, orig)):
         try:
-            step.restore()
+            _restore_unless_unsupported(step, pf, vf)
         except KernelError as exc:
             log.error("restoring %s of VF %d on %s failed: %s", step.name, vf, pf, exc)
             failures.append(f"restore {step.name} of VF {vf} on {pf}: {exc}")

@@ -20,7 +20,7 @@ Imports: standard library and the light ``cni.errors``/``cni.skel``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -55,6 +55,10 @@ class Commands(Generic[C]):
     #: Commands that get ``Deps`` (the kernel) / an IPAM client; None otherwise.
     deps_in: Collection[str] = EVERY_COMMAND
     ipam_in: Collection[str] = EVERY_COMMAND
+    #: DEL's IPAM client is built from this netconf, given ``(args, deps)``:
+    #: the IPAM that allocated (``cni.attach.teardown.ipam_netconf``) may not
+    #: be the one the netconf names now. None: the command's netconf.
+    del_ipam_netconf: Callable[[CmdArgs, Any], Mapping[str, Any]] | None = None
 
 
 def bind(
@@ -67,8 +71,10 @@ def bind(
             conf = commands.load_conf(args)
             deps = make_deps(args) if command in commands.deps_in else None
             try:
+                pick = commands.del_ipam_netconf if command == DEL else None
+                netconf = args.netconf if pick is None else pick(args, deps)
                 ipam = (
-                    make_ipam(args.netconf, args.env)
+                    make_ipam(netconf, args.env)
                     if command in commands.ipam_in
                     else None
                 )

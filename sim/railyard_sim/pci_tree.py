@@ -187,9 +187,11 @@ def _require_private_mount_ns() -> None:
     """Refuse to mount unless this process left its parent's mount namespace."""
     own = os.stat("/proc/self/ns/mnt").st_ino
     try:
-        parent = os.stat(f"/proc/{os.getppid()}/ns/mnt").st_ino
+        parent: int | None = os.stat(f"/proc/{os.getppid()}/ns/mnt").st_ino
     except OSError:
-        parent = None
+        # Unreadable (a parent of another user, e.g. under runuser): not a
+        # proof of a private namespace, so it counts as the shared one.
+        parent = own
     if own == parent:
         raise RuntimeError(
             "mount_over_sys needs a private mount namespace (run under unshare -m)"

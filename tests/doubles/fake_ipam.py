@@ -3,7 +3,8 @@
 
 First-free allocation per pool, idempotent per (network, container, ifname)
 like ipamd; ``fail_allocate``/``fail_release`` make the next calls raise, and
-``available=False`` makes STATUS report code 50.
+``available=False`` makes STATUS report code 50. ``freed`` records every
+release that actually freed addresses, so a test can pin "released once".
 """
 
 from __future__ import annotations
@@ -42,6 +43,10 @@ class FakeIpam:
     fail_release: IpamError | None = None
     available: bool = True
     released: list[tuple[str, str, str]] = field(default_factory=list)
+    #: Each release that freed something: the key and the addresses it freed.
+    freed: list[tuple[tuple[str, str, str], tuple[str, ...]]] = field(
+        default_factory=list
+    )
     closed: int = 0
 
     def add_pool(self, pool: FakePool) -> None:
@@ -79,8 +84,11 @@ class FakeIpam:
     def release(self, network: str, container_id: str, ifname: str) -> None:
         if self.fail_release is not None:
             raise self.fail_release
-        self.released.append((network, container_id, ifname))
-        self.held.pop((network, container_id, ifname), None)
+        key = (network, container_id, ifname)
+        self.released.append(key)
+        ips = self.held.pop(key, None)
+        if ips:
+            self.freed.append((key, tuple(a.address for a in ips)))
 
     def check(self, network: str, container_id: str, ifname: str) -> IpamResult:
         ips = self.held.get((network, container_id, ifname))
@@ -101,6 +109,10 @@ class FakeIpam:
 
     def close(self) -> None:
         self.closed += 1
+
+    def times_freed(self, address: str) -> int:
+        """How many releases freed ``address`` (a CIDR as allocated)."""
+        return sum(address in ips for _key, ips in self.freed)
 
     def addresses_of(self, container_id: str, ifname: str) -> list[str]:
         return [

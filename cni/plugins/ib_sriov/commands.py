@@ -35,17 +35,21 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from cni.attach.commands import (
     IpamFactory,
     check_vf,
+    del_ipam_netconf,
     ipam_status,
     prev_attachment,
     real_ipam,
+    record_ipams,
 )
 from cni.attach.commands import attach_spec as attach_spec_for
+from cni.attach.device import INFINIBAND
 from cni.attach.ipam_glue import to_result
 from cni.attach.lifecycle import (
     RELEASE_PENDING,
@@ -63,7 +67,7 @@ from cni.attach.pf import PfSettings
 from cni.deps import default_deps
 from cni.errors import CHECK_FAILED, DEVICE_ERROR, STATUS_UNAVAILABLE, CniError
 from cni.ipam import IpamClient
-from cni.kernel import KernelError, Timeout
+from cni.kernel import KernelError, NotSupported, Timeout
 from cni.plugins.binding import Commands, bind, gc_failed
 from cni.plugins.ib_sriov.config import IbConf, load_conf
 from cni.skel import CmdArgs, PluginFuncs
@@ -267,7 +271,13 @@ class GuidHook:
         ctx.save()
 
     def _undo(self, deps: Deps, records: StateCache, rec: Mapping[str, Any]) -> None:
-        restore_guid(deps, rec, self.timeout)
+        try:
+            restore_guid(deps, rec, self.timeout)
+        except CniError as exc:
+            if not isinstance(exc.__cause__, NotSupported):
+                raise
+            # The PF refuses GUIDs altogether: ours was never written either.
+            log.warning("VF %s takes no GUID (%s); nothing to restore", rec["pci"], exc)
         records.delete(self.args.container_id, self.args.ifname)
 
 
@@ -276,7 +286,14 @@ class GuidHook:
 
 def attach_spec(args: CmdArgs, conf: IbConf) -> AttachSpec:
     """The netconf and env of an ADD as the shared VF lifecycle wants them."""
-    return attach_spec_for(PLUGIN, args, conf, PfSettings(link_state=conf.link_state))
+    spec = attach_spec_for(PLUGIN, args, conf, PfSettings(link_state=conf.link_state))
+    # Checked before the first change: on an Ethernet VF the GUID write fails,
+    # and so would its undo, leaving a record no DEL could clear.
+    return replace(
+        spec,
+        link_kind=INFINIBAND,
+        link_kind_reason="GUIDs and pkeys exist only on InfiniBand",
+    )
 
 
 def add(args: CmdArgs, conf: IbConf, deps: Deps, ipam: IpamClient | None) -> Result:
@@ -305,6 +322,12 @@ def _finish_guid(deps: Deps, cid: str, ifname: str, timeout: float) -> None:
     try:
         restore_guid(deps, rec, timeout)
     except (CniError, KernelError) as exc:
+        if isinstance(exc.__cause__, NotSupported):
+            # The PF refuses GUIDs altogether (a record left by an ADD on an
+            # Ethernet VF before it was refused up front): nothing to restore.
+            log.warning("VF %s takes no GUID (%s); record dropped", rec["pci"], exc)
+            records.delete(cid, ifname)
+            return
         raise CniError(
             DEVICE_ERROR,
             f"failed to restore the GUID of VF {rec['pci']}",
@@ -348,20 +371,38 @@ def check(args: CmdArgs, conf: IbConf, deps: Deps, ipam: IpamClient | None) -> N
 
 
 def gc(args: CmdArgs, conf: IbConf, deps: Deps, ipam: IpamClient | None) -> None:
-    errors = gc_vfs(deps, PLUGIN, conf.name, args.valid_attachments, ipam)
-    timeout = rebind_timeout(args.env)
-    for rec in list(StateCache(deps.state_dir, GUID_RECORDS).records()):
-        if rec.network != conf.name or args.is_valid_attachment(
-            rec.container_id, rec.ifname
-        ):
-            continue
-        try:
-            key = pf_lock_key(deps, str(rec.data.get("pci", "")))
-            with Locks(deps.state_dir).lock(key):
-                _finish_guid(deps, rec.container_id, rec.ifname, timeout)
-        except CniError as exc:
-            errors.append(f"{rec.container_id}/{rec.ifname}: {exc}")
-    gc_failed(errors)
+    """GC: stale records released through the IPAM that allocated each; GUIDs
+    of gone attachments rebound."""
+    gc_through(real_ipam)(args, conf, deps, ipam)
+
+
+def gc_through(
+    make_ipam: IpamFactory,
+) -> Callable[[CmdArgs, IbConf, Deps, IpamClient | None], None]:
+    """GC whose records are released through the IPAM that allocated each
+    (``teardown.ipam_netconf``), built with ``make_ipam`` when it is not the
+    netconf's."""
+
+    def run(args: CmdArgs, conf: IbConf, deps: Deps, ipam: IpamClient | None) -> None:
+        with record_ipams(args, make_ipam, ipam) as ipam_for:
+            errors = gc_vfs(
+                deps, PLUGIN, conf.name, args.valid_attachments, ipam, ipam_for
+            )
+        timeout = rebind_timeout(args.env)
+        for rec in list(StateCache(deps.state_dir, GUID_RECORDS).records()):
+            if rec.network != conf.name or args.is_valid_attachment(
+                rec.container_id, rec.ifname
+            ):
+                continue
+            try:
+                key = pf_lock_key(deps, str(rec.data.get("pci", "")))
+                with Locks(deps.state_dir).lock(key):
+                    _finish_guid(deps, rec.container_id, rec.ifname, timeout)
+            except CniError as exc:
+                errors.append(f"{rec.container_id}/{rec.ifname}: {exc}")
+        gc_failed(errors)
+
+    return run
 
 
 def status(args: CmdArgs, conf: IbConf, deps: Deps, ipam: IpamClient | None) -> None:
@@ -377,7 +418,13 @@ def status(args: CmdArgs, conf: IbConf, deps: Deps, ipam: IpamClient | None) -> 
 
 
 COMMANDS = Commands(
-    load_conf=load_conf, add=add, delete=delete, check=check, status=status, gc=gc
+    load_conf=load_conf,
+    add=add,
+    delete=delete,
+    check=check,
+    status=status,
+    gc=gc,
+    del_ipam_netconf=del_ipam_netconf(PLUGIN),
 )
 
 
@@ -385,4 +432,7 @@ def plugin_funcs(
     make_deps: DepsFactory | None = None, make_ipam: IpamFactory | None = None
 ) -> PluginFuncs:
     """The five commands over these factories (None: the production ones)."""
-    return bind(COMMANDS, make_deps or default_deps, make_ipam or real_ipam)
+    make_ipam = make_ipam or real_ipam
+    # GC builds one IPAM client per allocating IPAM, from the same factory.
+    commands = replace(COMMANDS, gc=gc_through(make_ipam))
+    return bind(commands, make_deps or default_deps, make_ipam)

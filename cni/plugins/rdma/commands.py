@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from cni.attach.rdma import (
+    MoveOutcome,
     move_rdma_in,
     move_rdma_out,
     require_exclusive,
@@ -202,8 +203,22 @@ def _restore(
 ) -> None:
     dev = str(record.get("containerRdmaDevName") or record.get("sandboxRdmaDevName"))
     pci = str(record.get("deviceID", ""))
+    recorded = str(record.get("netns") or "")
+    if netns and recorded and netns != recorded:
+        log.warning(
+            "DEL of %s/%s: CNI_NETNS %s is not the netns ADD used (%s); "
+            "following the record",
+            cid,
+            ifname,
+            netns,
+            recorded,
+        )
     with Locks(deps.state_dir).lock(pci or f"rdma-{dev}"):
-        outcome = move_rdma_out(deps.rdma, dev, netns or record.get("netns") or None)
+        # The netns ADD moved the device into first (cni.attach.teardown); the
+        # runtime's only when that one no longer shows it (a new path).
+        outcome = move_rdma_out(deps.rdma, dev, recorded or netns or None)
+        if outcome is MoveOutcome.NOT_FOUND and netns and netns != recorded:
+            outcome = move_rdma_out(deps.rdma, dev, netns)
         log.info("RDMA device %s: %s", dev, outcome.value)
         cache.delete(cid, ifname)
 

@@ -12,16 +12,21 @@ Module-level imports: standard library and cni's light modules only.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from cni.attach.commands import (
     IpamFactory,
     check_vf,
+    del_ipam_netconf,
     ipam_status,
     prev_attachment,
     real_ipam,
+    record_ipams,
 )
 from cni.attach.commands import attach_spec as attach_spec_for
+from cni.attach.device import ETHERNET
 from cni.attach.ipam_glue import to_result
 from cni.attach.lifecycle import AttachSpec, DetachRequest, attach, detach
 from cni.attach.lifecycle import gc as gc_vfs
@@ -57,7 +62,25 @@ def attach_spec(args: CmdArgs, nc: NetConf) -> AttachSpec:
         min_tx_rate=nc.min_tx_rate,
         max_tx_rate=nc.max_tx_rate,
     )
-    return attach_spec_for(PLUGIN, args, nc, pf, mac=nc.mac or None)
+    spec = attach_spec_for(PLUGIN, args, nc, pf, mac=nc.mac or None)
+    asked = [
+        name
+        for name, value in (
+            ("mac", pf.mac),
+            ("vlan", pf.vlan),
+            ("spoofchk", pf.spoofchk),
+            ("trust", pf.trust),
+            ("min_tx_rate/max_tx_rate", pf.min_tx_rate or pf.max_tx_rate or None),
+        )
+        if value is not None
+    ]
+    if not asked:
+        return spec  # nothing an IPoIB VF cannot take
+    return replace(
+        spec,
+        link_kind=ETHERNET,
+        link_kind_reason=f"{', '.join(asked)} can only be set on an Ethernet VF",
+    )
 
 
 def add(args: CmdArgs, nc: NetConf, deps: Deps, ipam: IpamClient | None) -> Result:
@@ -90,7 +113,25 @@ def status(args: CmdArgs, nc: NetConf, deps: None, ipam: IpamClient | None) -> N
 
 
 def gc(args: CmdArgs, nc: NetConf, deps: Deps, ipam: IpamClient | None) -> None:
-    gc_failed(gc_vfs(deps, PLUGIN, nc.name, args.valid_attachments, ipam))
+    """GC: each stale record released through the IPAM that allocated it."""
+    gc_through(real_ipam)(args, nc, deps, ipam)
+
+
+def gc_through(
+    make_ipam: IpamFactory,
+) -> Callable[[CmdArgs, NetConf, Deps, IpamClient | None], None]:
+    """GC whose records are released through the IPAM that allocated each
+    (``teardown.ipam_netconf``), built with ``make_ipam`` when it is not the
+    netconf's."""
+
+    def run(args: CmdArgs, nc: NetConf, deps: Deps, ipam: IpamClient | None) -> None:
+        with record_ipams(args, make_ipam, ipam) as ipam_for:
+            errors = gc_vfs(
+                deps, PLUGIN, nc.name, args.valid_attachments, ipam, ipam_for
+            )
+        gc_failed(errors)
+
+    return run
 
 
 COMMANDS = Commands(
@@ -102,6 +143,7 @@ COMMANDS = Commands(
     gc=gc,
     # STATUS asks IPAM only: no kernel handle, no pyroute2 import.
     deps_in={ADD, DEL, CHECK, GC},
+    del_ipam_netconf=del_ipam_netconf(PLUGIN),
 )
 
 
@@ -109,4 +151,7 @@ def plugin_funcs(
     make_deps: DepsFactory | None = None, make_ipam: IpamFactory | None = None
 ) -> PluginFuncs:
     """The five commands over these factories (None: the production ones)."""
-    return bind(COMMANDS, make_deps or default_deps, make_ipam or real_ipam)
+    make_ipam = make_ipam or real_ipam
+    # GC builds one IPAM client per allocating IPAM, from the same factory.
+    commands = replace(COMMANDS, gc=gc_through(make_ipam))
+    return bind(commands, make_deps or default_deps, make_ipam)

@@ -111,18 +111,16 @@ def test_del_without_record_succeeds_and_still_releases_the_address(
     assert ("gpu1-sriov", "c9", "net1") in h.ipam.released and h.ipam.held == {}
 
 
-def test_del_with_empty_netns_releases_and_restores_pf_settings(h: Harness) -> None:
+def test_del_with_empty_netns_takes_the_vf_back_from_the_recorded_netns(
+    h: Harness,
+) -> None:
+    # The record names the pod netns, which still lives: the VF comes home
+    # from there before its address is released (never the other way round).
     before, pod = snapshot(h), h.pod()
     add(h, pod)
     delete(h, "")
-    assert h.ipam.held == {}
-    rail, vf = h.rail(), h.vf()
-    assert vf_table(h.lab, rail.pf_netdev, vf.index) == before["vf"]
-    # The VF is still in the live pod netns: its record waits for GC.
-    assert link("net1", pod) is not None and record_exists(h)
-    h.lab.vanish_netns(pod, "net1")
-    gc(h, valid=[])  # restores it now that it is back in the host
-    assert snapshot(h) == before and not record_exists(h)
+    assert link("net1", pod) is None
+    assert snapshot(h) == before and h.ipam.held == {} and not record_exists(h)
 
 
 def test_del_with_empty_netns_restores_a_vf_already_back_in_the_host(
@@ -265,8 +263,14 @@ def test_next_add_restores_a_vf_left_in_limbo_by_an_empty_netns_del(
 ) -> None:
     before, first, second = snapshot(h), h.pod(), h.pod()
     add(h, first, cid="old")
-    delete(h, "", cid="old")  # the runtime lost the netns; VF still inside
-    h.lab.vanish_netns(first, "net1")  # back in the host as net1, MTU 4200
+    # Renamed inside the live pod: DEL cannot recognise it, so it keeps the
+    # record and the address (the VF may still carry it).
+    ns = Path(first).name
+    subprocess.run(["ip", "-n", ns, "link", "set", "net1", "down"], check=True)
+    subprocess.run(["ip", "-n", ns, "link", "set", "net1", "name", "x1"], check=True)
+    delete(h, "", cid="old")
+    assert record_exists(h, "old") and h.ipam.held
+    h.lab.vanish_netns(first, "x1")  # back in the host as x1, MTU 4200
     add(h, second, cid="new")
     assert link("net1", second) is not None and link("net1") is None
     delete(h, second, cid="new")

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Netconf values the kernel must never see: huge rates, values with a newline.
 
-Through the plugins' own ``parse_conf`` (sriov, ib-sriov), every way the value
+Through the plugins' own ``load_conf`` (sriov, ib-sriov), every way the value
 can arrive; each refusal is code 7 naming the field and the allowed range or
 form.
 """
@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from cni import netconf_fields as fields
-from cni.args import parse_cni_args
 from cni.errors import INVALID_CONFIG, CniError
-from cni.plugins.ib_sriov.config import parse_conf as load_ib
-from cni.plugins.sriov.config import parse_conf as load_sriov
+from cni.plugins.ib_sriov.config import load_conf as load_ib
+from cni.plugins.sriov.config import load_conf as load_sriov
+from cni.skel import CmdArgs
 
 MAC = "02:00:00:00:00:01"
 GUID = "02:00:00:00:00:00:00:01"
@@ -37,9 +37,19 @@ def ib(**extra: Any) -> dict[str, Any]:
     return {**sriov(**extra), "type": "ib-sriov"}
 
 
+def add_args(data: dict[str, Any], cni_args: str = "") -> CmdArgs:
+    """An ADD's arguments (``load_conf(args)``, the plugin shape)."""
+    return CmdArgs(
+        command="ADD",
+        stdin_data=json.dumps(data).encode(),
+        netconf=data,
+        args=cni_args,
+    )
+
+
 def refused(load: Any, data: dict[str, Any], cni_args: str = "") -> CniError:
     with pytest.raises(CniError) as info:
-        load(data, parse_cni_args(cni_args) if cni_args else None)
+        load(add_args(data, cni_args))
     assert info.value.code == INVALID_CONFIG
     return info.value
 
@@ -54,7 +64,7 @@ def test_tx_rates_outside_u32_mbps_are_refused_with_the_range(key, value) -> Non
 
 @pytest.mark.parametrize("key", ["min_tx_rate", "max_tx_rate"])
 def test_tx_rates_up_to_u32_are_kept(key) -> None:
-    nc = load_sriov(json.dumps(sriov(**{key: 2**32 - 1})))
+    nc = load_sriov(add_args(sriov(**{key: 2**32 - 1})))
     assert getattr(nc, key) == 2**32 - 1
 
 

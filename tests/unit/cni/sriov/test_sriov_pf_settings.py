@@ -7,7 +7,7 @@ import pytest
 
 from cni.attach.pf import PfSettings, apply_pf_settings, restore_pf_settings
 from cni.errors import DEVICE_ERROR, CniError
-from cni.kernel import NotSupported, VfInfo
+from cni.kernel import DeviceBusy, NotSupported, VfInfo
 from cni.rollback import Rollback
 from tests.doubles.fake_vf import FakeVfOps
 
@@ -103,7 +103,15 @@ def test_del_restores_only_what_add_set_newest_first() -> None:
 
 def test_del_tries_every_setting_and_reports_the_failures() -> None:
     vf = ops()
-    vf.fail["set_trust"] = NotSupported("nope")
+    vf.fail["set_trust"] = DeviceBusy("busy")
     failures = restore_pf_settings(vf, "pf0", 3, WANT, ORIG)
     assert len(failures) == 1 and "trust" in failures[0]
     assert "set_vlan" in vf.journal and "set_link_state" in vf.journal
+
+
+def test_a_setting_the_device_does_not_support_needs_no_restore() -> None:
+    # Refused with EOPNOTSUPP now, so never changed by ADD either: reporting
+    # it would keep a record whose DEL fails the same way forever.
+    vf = ops()
+    vf.fail["set_trust"] = NotSupported("nope")
+    assert restore_pf_settings(vf, "pf0", 3, WANT, ORIG) == []
