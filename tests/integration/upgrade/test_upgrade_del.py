@@ -6,7 +6,8 @@ wrote for three attachments (sriov alone, a [sriov, rdma] chain, ib-sriov with
 a GUID and rdmaIsolation) on a lab with the fixed id a8e1 (see its
 generate.py). Here the same lab is rebuilt, the kernel side of the three
 attachments is put in place by this code's ADD (behaviour unchanged), and the
-state dir is then swapped for the old records. DEL must follow them: every VF
+state dir is then swapped for the old records (given the live VFs' ifindex
+and pod MAC, as a node's own records have them). DEL must follow them: every VF
 home under the recorded name with the recorded MAC, MTU and PF settings, the
 RDMA devices home, the GUID restored, addresses released, no record left.
 """
@@ -69,11 +70,28 @@ def attach_all(h: Harness) -> list[dict[str, Any]]:
     return list(cases)
 
 
+#: What ties a record to its kernel object: on the node that wrote the old
+#: records they were the live VF's; in this rebuilt lab the kernel gives the
+#: VFs other ifindexes and MACs, so they are taken from this code's records.
+IDENTITY = ("host_ifindex", "pod_mac")
+
+
 def swap_in_old_records(h: Harness) -> None:
+    live = {
+        path.relative_to(h.state_dir): json.loads(path.read_text())
+        for path in h.state_dir.glob("*/*.json")
+    }
     for entry in h.state_dir.iterdir():
         if entry.name != "locks":
             shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
     shutil.copytree(FIXTURE / "state", h.state_dir, dirs_exist_ok=True)
+    for rel, now in live.items():
+        old = h.state_dir / rel
+        if not old.exists():
+            continue
+        record = json.loads(old.read_text())
+        record.update({k: now[k] for k in IDENTITY if k in record and k in now})
+        old.write_text(json.dumps(record, indent=1, sort_keys=True))
 
 
 def test_del_follows_the_records_the_previous_release_wrote(h: Harness) -> None:
