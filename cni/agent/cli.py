@@ -7,6 +7,7 @@ import argparse
 import logging
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 SOCKET_ENV = "RAILYARD_AGENT_SOCKET"
@@ -34,9 +35,46 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="requests run at the same time; more wait in the backlog (default 16)",
     )
     parser.add_argument(
+        "--metrics-listen",
+        metavar="HOST:PORT",
+        default="",
+        help="also serve the RDMA exporter's /metrics here (as railyard-exporter; "
+        "off by default)",
+    )
+    parser.add_argument(
+        "--state-dir",
+        type=Path,
+        default=Path(
+            os.environ.get("RAILYARD_STATE_DIR", "") or "/var/lib/cni/railyard"
+        ),
+        help="the plugins' attachment records the metrics come from "
+        "(default $RAILYARD_STATE_DIR or /var/lib/cni/railyard)",
+    )
+    parser.add_argument(
+        "--sysfs-root", type=Path, default=Path("/sys"), help=argparse.SUPPRESS
+    )
+    parser.add_argument(
         "--log-level", default="info", choices=["debug", "info", "warning", "error"]
     )
     return parser.parse_args(argv)
+
+
+def metrics_sidecar(
+    listen: str, state_dir: Path, sysfs_root: Path
+) -> Callable[[], None]:
+    """The exporter, as ``railyard-exporter --listen LISTEN`` runs it (owner
+    labels through the pod's service account when there is one)."""
+
+    def serve() -> None:
+        from cni.exporter.cli import owner_labels_from, run
+        from cni.exporter.collector import node_name
+        from cni.exporter.server import build_collector
+
+        owners = owner_labels_from(None, True)
+        collector = build_collector(state_dir, node_name(), sysfs_root, owners=owners)
+        run(collector, listen)
+
+    return serve
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -60,6 +98,11 @@ def main(argv: list[str] | None = None) -> int:
         socket_path=args.socket,
         max_workers=args.max_workers,
         preload=PRELOAD,
+        sidecar=(
+            metrics_sidecar(args.metrics_listen, args.state_dir, args.sysfs_root)
+            if args.metrics_listen
+            else None
+        ),
     )
     agent.warm()
     try:

@@ -156,8 +156,37 @@ def serve_request(conn: socket.socket, table: PluginTable) -> int:
     return code
 
 
+#: A sidecar that dies (its port taken, a bug) is started again after this,
+#: so a persistent failure logs every few seconds instead of spinning.
+SIDECAR_RESTART_DELAY = 2.0
+
+
+def _end_with(parent: int) -> None:
+    """SIGTERM this process when ``parent`` dies, even by SIGKILL: an orphaned
+    sidecar would keep its port, and the next agent's sidecar could not bind."""
+    import ctypes
+
+    pr_set_pdeathsig = 1  # <linux/prctl.h>
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(pr_set_pdeathsig, signal.SIGTERM, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
+    if os.getppid() != parent:  # it died before prctl took effect
+        os._exit(0)
+
+
+def _exit_text(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        return f"signal {os.WTERMSIG(status)}"
+    return f"exit status {os.WEXITSTATUS(status)}"
+
+
 class Agent:
-    """Accepts shim connections on a unix socket and forks one worker per request."""
+    """Accepts shim connections on a unix socket and forks one worker per request.
+
+    ``sidecar``, when given, runs in one more forked process for the agent's
+    lifetime (the RDMA metrics server), started again if it dies and stopped
+    with the agent.
+    """
 
     def __init__(
         self,
@@ -167,6 +196,7 @@ class Agent:
         allowed_uids: frozenset[int] = frozenset({0}),
         preload: Sequence[str] = (),
         on_worker_start: Callable[[], None] | None = None,
+        sidecar: Callable[[], None] | None = None,
     ) -> None:
         if max_workers < 1:
             raise ValueError("max_workers must be >= 1")
@@ -180,6 +210,9 @@ class Agent:
         self._socket_ino = 0
         self._workers: set[int] = set()
         self._stopping = False
+        self._sidecar = sidecar
+        self._sidecar_pid = 0
+        self._sidecar_due = 0.0  # when a dead sidecar is started again
 
     # ------------------------------------------------------------- start-up
 
@@ -236,6 +269,9 @@ class Agent:
         try:
             while not self._stopping:
                 self._reap()
+                if self._sidecar and not self._sidecar_pid:
+                    if time.monotonic() >= self._sidecar_due:
+                        self._start_sidecar(listener)
                 if len(self._workers) >= self.max_workers:
                     time.sleep(0.002)  # the backlog holds the next connections
                     continue
@@ -290,15 +326,50 @@ class Agent:
                 os._exit(70)
         os._exit(0 if status in (0, 1) else status)
 
+    def _start_sidecar(self, listener: socket.socket) -> None:
+        """Fork the sidecar (the metrics server): a process of its own, so its
+        threads never share a heap with the parent that forks the workers."""
+        assert self._sidecar is not None
+        parent = os.getpid()
+        pid = os.fork()
+        if pid:
+            self._sidecar_pid = pid
+            log.info("sidecar started (pid %d)", pid)
+            return
+        status = 0
+        try:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            _end_with(parent)
+            listener.close()
+            self._sidecar()
+        except BaseException as exc:  # noqa: BLE001 - the child never returns
+            try:
+                log.error("sidecar failed: %s", exc)
+            finally:
+                os._exit(70)
+        os._exit(status)
+
     def _reap(self) -> None:
-        while self._workers:
+        while self._workers or self._sidecar_pid:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
                 self._workers.clear()
+                self._sidecar_pid = 0
                 return
             if pid == 0:
                 return
+            if pid == self._sidecar_pid:
+                self._sidecar_pid = 0
+                self._sidecar_due = time.monotonic() + SIDECAR_RESTART_DELAY
+                log.warning(
+                    "sidecar %d ended (%s); starting it again in %.0f s",
+                    pid,
+                    _exit_text(status),
+                    SIDECAR_RESTART_DELAY,
+                )
+                continue
             self._workers.discard(pid)
             if os.WIFSIGNALED(status):
                 log.warning(
@@ -306,6 +377,13 @@ class Agent:
                 )
 
     def _drain(self) -> None:
+        if self._sidecar_pid:
+            try:
+                os.kill(self._sidecar_pid, signal.SIGTERM)
+                os.waitpid(self._sidecar_pid, 0)
+            except (ProcessLookupError, ChildProcessError):
+                pass
+            self._sidecar_pid = 0
         if self._workers:
             log.info("waiting for %d request(s) in flight", len(self._workers))
         while self._workers:

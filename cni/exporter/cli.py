@@ -3,16 +3,22 @@
 
 from __future__ import annotations
 
+import importlib.util
 import logging
+import os
 import signal
 import sys
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 
 import click
 
 from cni.exporter.collector import RdmaCollector, node_name
+from cni.exporter.owners import KubeObjects, OwnerLabels
 from cni.exporter.server import DEFAULT_LISTEN, build_collector, serve
+
+log = logging.getLogger("railyard-exporter")
 
 DEFAULT_STATE_DIR = Path("/var/lib/cni/railyard")
 
@@ -28,6 +34,37 @@ def run(collector: RdmaCollector, listen: str) -> None:
     signal.signal(signal.SIGINT, lambda *_: done.set())
     done.wait()
     server.stop()
+
+
+def owner_labels_from(
+    kubeconfig: Path | None, wanted: bool, environ: Mapping[str, str] | None = None
+) -> OwnerLabels | None:
+    """The owner-label lookups: through ``kubeconfig`` when given, else the
+    service account when running in a pod, else none (labels stay empty)."""
+    environ = os.environ if environ is None else environ
+    in_pod = bool(environ.get("KUBERNETES_SERVICE_HOST"))
+    if not wanted or (kubeconfig is None and not in_pod):
+        return None
+    if importlib.util.find_spec("kubernetes") is None:
+        message = (
+            "owner labels need the Kubernetes client: pip install "
+            "'railyard-cni[webhook]' (packaging/install.sh --with-webhook)"
+        )
+        if kubeconfig is not None:
+            raise click.ClickException(message)
+        log.warning("%s; exporting without owner labels", message)
+        return None
+    from railyard.kube import KubeError, in_cluster_client, kubeconfig_client
+
+    try:
+        client = (
+            kubeconfig_client(kubeconfig)
+            if kubeconfig is not None
+            else in_cluster_client(environ=environ)
+        )
+    except KubeError as exc:
+        raise click.ClickException(f"owner labels: {exc}") from None
+    return OwnerLabels(KubeObjects(client))
 
 
 def setup_logging(level: str) -> None:
@@ -55,16 +92,40 @@ def setup_logging(level: str) -> None:
     "--node-name", "node", default="", help="default: RAILYARD_NODE_NAME, hostname"
 )
 @click.option(
+    "--kubeconfig",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="read pod owners through this kubeconfig (in a pod: its service account)",
+)
+@click.option(
+    "--owner-labels/--no-owner-labels",
+    default=True,
+    show_default=True,
+    help="label pod series with their top-level workload (needs a Kubernetes API)",
+)
+@click.option(
     "--log-level",
     default="INFO",
     show_default=True,
     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]),
 )
 def main(
-    listen: str, state_dir: Path, sysfs_root: Path, node: str, log_level: str
+    listen: str,
+    state_dir: Path,
+    sysfs_root: Path,
+    node: str,
+    kubeconfig: Path | None,
+    owner_labels: bool,
+    log_level: str,
 ) -> None:
     """Export RDMA hardware and vport counters of this node's pods (Spiderpool's
     metric names) for Prometheus."""
     setup_logging(log_level)
-    collector = build_collector(state_dir, node or node_name(), sysfs_root)
-    run(collector, listen)
+    owners = owner_labels_from(kubeconfig, owner_labels)
+    collector = build_collector(
+        state_dir, node or node_name(), sysfs_root, owners=owners
+    )
+    try:
+        run(collector, listen)
+    finally:
+        if owners is not None:
+            owners.close()

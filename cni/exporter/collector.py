@@ -31,6 +31,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from cni.exporter import names
+from cni.exporter.owners import NO_OWNER, Owner, OwnerLabels
 from cni.exporter.records import PodNic, pod_nics
 from cni.exporter.sources import (
     NetdevStats,
@@ -215,8 +216,10 @@ class RdmaCollector(Collector):
         netdev: NetdevStatsSource,
         node: str,
         host_pfs: bool = True,
+        owners: OwnerLabels | None = None,
     ) -> None:
         self.state_dir = Path(state_dir)
+        self.owners = owners
         self.sysfs = sysfs
         self.rdma = rdma
         self.netdev = netdev
@@ -239,6 +242,7 @@ class RdmaCollector(Collector):
         """Read every device once."""
         started = time.perf_counter()
         devices = self.devices()
+        owner_of = self._owners(devices)
         netdev_stats = self._netdev_stats(devices)
         scrape = Scrape({}, 0, 0.0, self.read_errors)
         for dev in devices:
@@ -250,7 +254,8 @@ class RdmaCollector(Collector):
                 continue
             rdma_name, stats = found
             netdev = netdev_stats.get((dev.netns, dev.netdev))
-            self._add_device(scrape, dev, rdma_name, stats, netdev)
+            owner = owner_of.get((dev.pod_namespace, dev.pod_name), NO_OWNER)
+            self._add_device(scrape, dev, rdma_name, stats, netdev, owner)
             scrape.devices += 1
         scrape.seconds = time.perf_counter() - started
         return scrape
@@ -300,6 +305,15 @@ class RdmaCollector(Collector):
             out.append(f'{errors}{{source="{source}"}} {count}\n')
         return "".join(out).encode()
 
+    def _owners(self, devices: Sequence[Device]) -> dict[tuple[str, str], Owner]:
+        """The owner of each pod seen (from the cache: a scrape never waits
+        for the API); pods gone from the node are forgotten."""
+        if self.owners is None:
+            return {}
+        pods = {(d.pod_namespace, d.pod_name) for d in devices if d.pod_name}
+        self.owners.retain(pods)
+        return {pod: self.owners.lookup(*pod) for pod in pods}
+
     def _netdev_stats(
         self, devices: Sequence[Device]
     ) -> dict[tuple[str | None, str], NetdevStats]:
@@ -322,6 +336,7 @@ class RdmaCollector(Collector):
         rdma_name: str,
         stats: RdmaStats,
         netdev: NetdevStats | None,
+        owner: Owner,
     ) -> None:
         labels = DeviceLabels.of(
             (
@@ -334,6 +349,7 @@ class RdmaCollector(Collector):
                 dev.parent,
                 dev.pod_namespace,
                 dev.pod_name,
+                *owner.labels(),
             )
         )
         metric_name = names.metric_name

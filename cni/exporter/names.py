@@ -72,6 +72,14 @@ SPEED = "vport_speed_mbps"
 TOS = "device_tos"
 
 #: Every device's labels, in Spiderpool's order, then the pod's.
+#: The pod's top-level workload (``cni.exporter.owners``); empty without a
+#: Kubernetes API, for host devices and until the owner is looked up.
+OWNER_LABELS: tuple[str, ...] = (
+    "owner_api_version",
+    "owner_kind",
+    "owner_namespace",
+    "owner_name",
+)
 DEVICE_LABELS: tuple[str, ...] = (
     "node_name",
     "ifname",
@@ -82,6 +90,7 @@ DEVICE_LABELS: tuple[str, ...] = (
     "rdma_parent_name",
     "pod_namespace",
     "pod_name",
+    *OWNER_LABELS,
 )
 PRIORITY_LABELS: tuple[str, ...] = (*DEVICE_LABELS, "priority")
 #: ``rdma_device_tos`` carries only these (Spiderpool ``tos.go``).

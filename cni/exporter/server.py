@@ -25,6 +25,7 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry
 
 from cni.exporter.collector import RdmaCollector
+from cni.exporter.owners import OwnerLabels
 from cni.exporter.sources import NetdevStatsSource, RdmaStatsSource, SysfsRdmaStats
 from cni.kernel.sysfs import Sysfs
 
@@ -39,6 +40,7 @@ def build_collector(
     sysfs_root: Path | str = "/sys",
     rdma: RdmaStatsSource | None = None,
     netdev: NetdevStatsSource | None = None,
+    owners: OwnerLabels | None = None,
 ) -> RdmaCollector:
     """The collector over the node's records and sources (real ones unless
     given: the simulated host passes its own)."""
@@ -56,6 +58,7 @@ def build_collector(
         rdma=rdma,
         netdev=netdev,
         node=node,
+        owners=owners,
     )
 
 

@@ -468,6 +468,62 @@ def pod() -> Board:
     return b
 
 
+def workload() -> Board:
+    """Per workload (the owner labels: a Deployment, a PyTorchJob ...), as
+    Spiderpool's AI-workload dashboard: one job's rails side by side."""
+    b = Board("railyard-rdma-workload", "Railyard RDMA Workload", ["railyard", "rdma"])
+    owned = 'rdma_vport_speed_mbps_total{owner_name!=""}'
+    b.variable(
+        "owner_namespace", f"label_values({owned}, owner_namespace)", multi=False
+    )
+    b.variable(
+        "owner_kind",
+        'label_values(rdma_vport_speed_mbps_total{owner_namespace="$owner_namespace"}, '
+        "owner_kind)",
+        multi=False,
+    )
+    b.variable(
+        "owner_name",
+        "label_values(rdma_vport_speed_mbps_total{"
+        'owner_namespace="$owner_namespace", owner_kind="$owner_kind"}, owner_name)',
+        multi=False,
+    )
+    sel = (
+        'owner_namespace="$owner_namespace", owner_kind="$owner_kind", '
+        'owner_name="$owner_name"'
+    )
+    b.panel(
+        "Pods and RDMA NICs",
+        [
+            (
+                f"count(count by (pod_name) (rdma_vport_speed_mbps_total{{{sel}}}))",
+                "pods",
+            ),
+            (f"count(rdma_vport_speed_mbps_total{{{sel}}})", "NICs"),
+        ],
+    )
+    for direction in ("rx", "tx"):
+        b.panel(
+            f"Throughput per pod ({direction})",
+            [(bits(direction, sel, "pod_name"), "{{pod_name}}")],
+            unit="bps",
+        )
+    b.row("Congestion and errors")
+    for name in (*CONGESTION, *ERRORS):
+        b.panel(
+            name,
+            [
+                (
+                    f"sum by (pod_name) (rate(rdma_{name}_total{{{sel}}}{RATE}))",
+                    "{{pod_name}}",
+                )
+            ],
+            unit="ops",
+            width=6,
+        )
+    return b
+
+
 def ipam() -> Board:
     b = Board("railyard-ipam", "Railyard IPAM (ipamd)", ["railyard", "ipam"])
     b.variable("pool", "label_values(ipamd_pool_capacity_ips, pool)")
@@ -598,6 +654,7 @@ BOARDS = {
     "rdma-cluster.json": cluster,
     "rdma-node.json": node,
     "rdma-pod.json": pod,
+    "rdma-workload.json": workload,
     "ipam.json": ipam,
 }
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from cni.attach.state import StateStore, VfState
 from cni.exporter import names
 from cni.exporter.collector import RdmaCollector
+from cni.exporter.owners import OwnerLabels
 from cni.exporter.sources import NetdevStats, SysfsRdmaStats
 from cni.kernel.sysfs import Sysfs
 from cni.plugins.rdma.commands import _record as rdma_record
@@ -163,11 +164,12 @@ class RdmaNode:
             st.container_id, st.ifname
         )
 
-    def collector(self) -> RdmaCollector:
+    def collector(self, owners: OwnerLabels | None = None) -> RdmaCollector:
         return RdmaCollector(
             state_dir=self.state_dir,
             sysfs=Sysfs(self.root / "sys"),
             rdma=SysfsRdmaStats(self.root / "sys"),
             netdev=self.netdevs,
             node=NODE,
+            owners=owners,
         )

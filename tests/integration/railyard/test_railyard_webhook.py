@@ -22,10 +22,8 @@ import base64
 import copy
 import http.client
 import json
-import shutil
 import signal
 import socket
-import ssl
 import subprocess
 import sys
 import threading
@@ -33,20 +31,26 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 import jsonpatch
 import pytest
 
 from railyard.webhook.kube import KubeError, KubernetesApi
 from railyard.webhook.server import MUTATE_PATH, make_server
+from tests.doubles.kube_api import (
+    TOKEN,
+    Tls,
+    authorized,
+    make_tls,
+    not_found,
+    serve_api,
+    status,
+)
 
 pytestmark = pytest.mark.integration
 
-TOKEN = "eyJhbGciOiJSUzI1NiJ9.replayed-service-account-token"
 RDMA = "cni.spidernet.io/rdma-resource-inject"
 NETWORK = "cni.spidernet.io/network-resource-inject"
 NAD_LIST = "/apis/k8s.cni.cncf.io/v1/network-attachment-definitions"
@@ -55,32 +59,9 @@ NAD_LIST = "/apis/k8s.cni.cncf.io/v1/network-attachment-definitions"
 # ------------------------------------------------------------------ TLS
 
 
-@dataclass(frozen=True)
-class Tls:
-    cert: Path
-    key: Path
-
-    def client_context(self) -> ssl.SSLContext:
-        return ssl.create_default_context(cafile=str(self.cert))
-
-
 @pytest.fixture(scope="module")
 def tls(tmp_path_factory: pytest.TempPathFactory) -> Tls:
-    if shutil.which("openssl") is None:
-        pytest.fail("openssl is needed to make the test certificate")
-    folder = tmp_path_factory.mktemp("tls")
-    cert, key = folder / "tls.crt", folder / "tls.key"
-    subprocess.run(
-        [
-            "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes",
-            "-keyout", str(key), "-out", str(cert), "-days", "1",
-            "-subj", "/CN=railyard-webhook.railyard.svc",
-            "-addext", "subjectAltName=IP:127.0.0.1,DNS:railyard-webhook.railyard.svc",
-        ],
-        check=True,
-        capture_output=True,
-    )  # fmt: skip
-    return Tls(cert, key)
+    return make_tls(tmp_path_factory.mktemp("tls"))
 
 
 # ------------------------------------------------------- replayed API server
@@ -121,26 +102,6 @@ def nad(
             "uid": str(uuid.uuid5(uuid.NAMESPACE_DNS, name)),
         },
         "spec": {"config": json.dumps(config, separators=(",", ":"))},
-    }
-
-
-def authorized(header: str) -> bool:
-    """A bearer token, as the API server reads it (the scheme is
-    case-insensitive, RFC 7235; the Python client writes "bearer")."""
-    scheme, _, token = header.partition(" ")
-    return scheme.lower() == "bearer" and token == TOKEN
-
-
-def status(code: int, reason: str, message: str, **details: Any) -> dict[str, Any]:
-    return {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": message,
-        "reason": reason,
-        "details": details,
-        "code": code,
     }
 
 
@@ -191,9 +152,7 @@ class Api:
                 "spec": {"finalizers": ["kubernetes"]},
                 "status": {"phase": "Active"},
             }
-        return 404, status(
-            404, "NotFound", "the server could not find the requested resource"
-        )
+        return not_found()
 
     def nad_page(self, query: dict[str, list[str]]) -> dict[str, Any]:
         key, _, value = query["labelSelector"][0].partition("=")
@@ -217,52 +176,23 @@ class Api:
 @pytest.fixture
 def api(tls: Tls, tmp_path: Path) -> Iterator[tuple[Api, KubernetesApi]]:
     state = Api()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802
-            url = urlsplit(self.path)
-            query = parse_qs(url.query)
-            state.requests.append(
-                (url.path, query, self.headers.get("Authorization", ""))
-            )
-            if not authorized(self.headers.get("Authorization", "")):
-                code, body = 401, status(401, "Unauthorized", "Unauthorized")
-            else:
-                code, body = state.answer(url.path, query)
-            data = json.dumps(body).encode()
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(str(tls.cert), str(tls.key))
-    server.socket = context.wrap_socket(server.socket, server_side=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    state.port = server.server_address[1]
-    token = tmp_path / "token"
-    token.write_text(TOKEN)
-    client = KubernetesApi.in_cluster(
-        token_file=token,
-        ca_file=tls.cert,
-        environ={
-            "KUBERNETES_SERVICE_HOST": "127.0.0.1",
-            "KUBERNETES_SERVICE_PORT": str(server.server_address[1]),
-        },
-    )
-    try:
-        yield state, client
-    finally:
-        client.close()
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
+    with serve_api(tls, state.answer) as replay:
+        state.port = replay.port
+        state.requests = replay.requests
+        token = tmp_path / "token"
+        token.write_text(TOKEN)
+        client = KubernetesApi.in_cluster(
+            token_file=token,
+            ca_file=tls.cert,
+            environ={
+                "KUBERNETES_SERVICE_HOST": "127.0.0.1",
+                "KUBERNETES_SERVICE_PORT": str(replay.port),
+            },
+        )
+        try:
+            yield state, client
+        finally:
+            client.close()
 
 
 # ------------------------------------------------------------ the webhook

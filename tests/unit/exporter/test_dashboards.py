@@ -101,12 +101,13 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[str]]:
     return out
 
 
-def test_there_are_four_dashboards() -> None:
+def test_there_are_five_dashboards() -> None:
     assert [p.name for p in BOARDS] == [
         "ipam.json",
         "rdma-cluster.json",
         "rdma-node.json",
         "rdma-pod.json",
+        "rdma-workload.json",
     ]
 
 

@@ -72,6 +72,10 @@ DEVICE_LABELS = {
     "rdma_parent_name",
     "pod_namespace",
     "pod_name",
+    "owner_api_version",
+    "owner_kind",
+    "owner_namespace",
+    "owner_name",
 }
 
 
@@ -124,6 +128,11 @@ def test_pod_nic_carries_spiderpools_labels_and_the_pod(node: RdmaNode) -> None:
         "rdma_parent_name": "ens1f0",
         "pod_namespace": "team-a",
         "pod_name": "trainer-0",
+        # without a Kubernetes API (owners: tests/unit/exporter/test_exporter_owners.py)
+        "owner_api_version": "",
+        "owner_kind": "",
+        "owner_namespace": "",
+        "owner_name": "",
     }
     assert s.value == 7
 

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The shipped webhook manifests say what the webhook needs, and no more."""
+"""The shipped Kubernetes manifests give each component what it needs, and no more."""
 
 from __future__ import annotations
 
@@ -51,3 +51,31 @@ def test_rbac_reads_networks_and_namespaces_only() -> None:
         {"apiGroups": [NAD_GROUP], "resources": [NAD_PLURAL], "verbs": ["list"]},
         {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get"]},
     ]
+
+
+def test_the_node_exporter_may_get_pods_and_workloads_and_nothing_else() -> None:
+    (daemonset,) = [
+        d
+        for d in yaml.safe_load_all((K8S / "node-daemonset.yaml").read_text())
+        if d["kind"] == "DaemonSet"
+    ]
+    pod = daemonset["spec"]["template"]["spec"]
+    rbac = objects("exporter-rbac.yaml")
+    assert pod["serviceAccountName"] == rbac["ServiceAccount"]["metadata"]["name"]
+    binding = rbac["ClusterRoleBinding"]
+    assert binding["roleRef"]["name"] == rbac["ClusterRole"]["metadata"]["name"]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "railyard-node", "namespace": "railyard"}
+    ]
+    rules = rbac["ClusterRole"]["rules"]
+    assert all(rule["verbs"] == ["get"] for rule in rules)
+    readable = {
+        (g, r) for rule in rules for g in rule["apiGroups"] for r in rule["resources"]
+    }
+    assert {("", "pods"), ("apps", "replicasets"), ("apps", "deployments"),
+            ("batch", "jobs"), ("kubeflow.org", "pytorchjobs")} <= readable  # fmt: skip
+    # the owner labels need the Kubernetes client: the exporter runs the
+    # image built with it (the webhook's)
+    (exporter,) = [c for c in pod["containers"] if c["name"] == "rdma-exporter"]
+    webhook = objects("webhook.yaml")["Deployment"]["spec"]["template"]["spec"]
+    assert exporter["image"] == webhook["containers"][0]["image"]

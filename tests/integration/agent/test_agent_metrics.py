@@ -1,0 +1,156 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``railyard-agent --metrics-listen``: the node agent serves the RDMA exporter too.
+
+The production agent runs on a fake RDMA node (records and a sysfs tree of
+tests/doubles/rdma_node.py): its /metrics carries the pod's series as
+railyard-exporter's do; the metrics server is a process of its own, started
+again when it dies, and gone with the agent.
+"""
+
+from __future__ import annotations
+
+import http.client
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.doubles.rdma_node import RdmaNode
+
+pytestmark = pytest.mark.integration
+
+AGENT = str(Path(sys.executable).parent / "railyard-agent")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def scrape(port: int, timeout: float = 20) -> str:
+    """/metrics once it answers."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            try:
+                conn.request("GET", "/metrics")
+                return conn.getresponse().read().decode()
+            finally:
+                conn.close()
+        except OSError:
+            assert time.monotonic() < deadline, f"no /metrics on port {port}"
+            time.sleep(0.1)
+
+
+def children(pid: int) -> set[int]:
+    found: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        text = (task / "children").read_text().split()
+        found.update(int(c) for c in text)
+    return found
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> RdmaNode:
+    node = RdmaNode(tmp_path / "node")
+    pf = node.pf(1)
+    node.pod_nic(
+        pf, 0, "trainer-0", namespace="team-a", counters={"out_of_sequence": 5}
+    )
+    return node
+
+
+@pytest.fixture
+def agent(
+    node: RdmaNode, tmp_path: Path
+) -> Iterator[tuple[subprocess.Popen[str], int]]:
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k != "KUBERNETES_SERVICE_HOST"}
+    proc = subprocess.Popen(
+        [
+            AGENT,
+            "--socket", str(tmp_path / "agent" / "agent.sock"),
+            "--metrics-listen", f"127.0.0.1:{port}",
+            "--state-dir", str(node.state_dir),
+            "--sysfs-root", str(node.root / "sys"),
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )  # fmt: skip
+    try:
+        yield proc, port
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate(timeout=10)
+
+
+def test_the_agent_serves_the_pods_rdma_series(
+    agent: tuple[subprocess.Popen[str], int],
+) -> None:
+    proc, port = agent
+    text = scrape(port)
+    assert "rdma_out_of_sequence_total{node_name=" in text
+    line = next(
+        line
+        for line in text.splitlines()
+        if line.startswith("rdma_out_of_sequence_total")
+        and 'pod_name="trainer-0"' in line
+    )
+    assert 'pod_namespace="team-a"' in line and 'net_dev_name="net1"' in line
+    assert line.endswith(" 5")
+    assert (Path(proc.args[2])).is_socket()  # and it still serves the shims
+
+
+def test_the_metrics_server_ends_with_an_agent_killed_by_sigkill(
+    agent: tuple[subprocess.Popen[str], int],
+) -> None:
+    proc, port = agent
+    scrape(port)
+    (sidecar,) = children(proc.pid)
+    proc.kill()
+    proc.wait(timeout=10)
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{sidecar}").exists():
+        assert time.monotonic() < deadline, "the orphaned metrics server lives on"
+        time.sleep(0.05)
+    with socket.socket() as s:
+        # the port is free for the next agent (which binds as this, with
+        # SO_REUSEADDR: the scrape's connection may sit in TIME_WAIT)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", port))
+        s.listen()
+
+
+def test_a_dead_metrics_server_is_started_again_and_stops_with_the_agent(
+    agent: tuple[subprocess.Popen[str], int],
+) -> None:
+    proc, port = agent
+    scrape(port)
+    (sidecar,) = children(proc.pid)
+    os.kill(sidecar, signal.SIGKILL)
+    deadline = time.monotonic() + 20
+    while not (children(proc.pid) - {sidecar}):
+        assert time.monotonic() < deadline, "the metrics server was not started again"
+        time.sleep(0.1)
+    assert "rdma_out_of_sequence_total" in scrape(port)
+    (restarted,) = children(proc.pid)
+
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0, err
+    assert f"sidecar {sidecar} ended (signal 9)" in err
+    assert not Path(f"/proc/{restarted}").exists() or (
+        "Z" in Path(f"/proc/{restarted}/stat").read_text().split()[2]
+    )
+    assert "Traceback" not in err
