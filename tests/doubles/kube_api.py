@@ -94,7 +94,7 @@ class Replay:
     def paths(self) -> list[str]:
         return [path for path, _, _ in self.requests]
 
-    def kubeconfig(self, folder: Path, tls: Tls) -> Path:
+    def kubeconfig(self, folder: Path, tls: Tls, user: str = "railyard") -> Path:
         """A kubeconfig for this server with the replayed token."""
         path = folder / "kubeconfig"
         path.write_text(
@@ -111,11 +111,11 @@ class Replay:
                             },
                         }
                     ],
-                    "users": [{"name": "exporter", "user": {"token": TOKEN}}],
+                    "users": [{"name": user, "user": {"token": TOKEN}}],
                     "contexts": [
                         {
                             "name": "replay",
-                            "context": {"cluster": "replay", "user": "exporter"},
+                            "context": {"cluster": "replay", "user": user},
                         }
                     ],
                     "current-context": "replay",

@@ -9,7 +9,6 @@ again when it dies, and gone with the agent.
 
 from __future__ import annotations
 
-import http.client
 import os
 import signal
 import socket
@@ -21,34 +20,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.doubles.http_probe import free_port
+from tests.doubles.http_probe import get_text as scrape
 from tests.doubles.rdma_node import RdmaNode
 
 pytestmark = pytest.mark.integration
 
 AGENT = str(Path(sys.executable).parent / "railyard-agent")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def scrape(port: int, timeout: float = 20) -> str:
-    """/metrics once it answers."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-            try:
-                conn.request("GET", "/metrics")
-                return conn.getresponse().read().decode()
-            finally:
-                conn.close()
-        except OSError:
-            assert time.monotonic() < deadline, f"no /metrics on port {port}"
-            time.sleep(0.1)
 
 
 def children(pid: int) -> set[int]:

@@ -7,7 +7,8 @@ do to a container): the worker running the command dies mid-way (for DEL: at
 a fixed point, ipamd stalled after the VF came home, and at 20 seeded random
 moments). The runtime's next calls, DEL then ADD again, must complete with
 nothing left behind: the VF back in the host with its name and MAC, no
-address held in ipamd, no record on disk. While the agent is down the shims run the plugin directly.
+address held in ipamd, no record on disk. While the agent is down the shims
+run the plugin directly.
 """
 
 from __future__ import annotations

@@ -10,8 +10,6 @@ kubeconfig (``railyard-exporter --kubeconfig``).
 
 from __future__ import annotations
 
-import http.client
-import socket
 import subprocess
 import sys
 import time
@@ -23,6 +21,7 @@ import pytest
 
 from cni.exporter.owners import KubeObjects, Owner, top_owner
 from railyard.kube import in_cluster_client
+from tests.doubles.http_probe import free_port, get_text
 from tests.doubles.kube_api import TOKEN, Replay, Tls, make_tls, serve_api, status
 from tests.doubles.rdma_node import RdmaNode
 
@@ -165,22 +164,6 @@ def test_the_walk_reads_each_owner_at_its_api_path(
         objects.close()
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def scrape(port: int) -> str:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-    try:
-        conn.request("GET", "/metrics")
-        return conn.getresponse().read().decode()
-    finally:
-        conn.close()
-
-
 def test_railyard_exporter_labels_pod_series_through_a_kubeconfig(
     api: Replay, tls: Tls, tmp_path: Path
 ) -> None:
@@ -214,10 +197,7 @@ def test_railyard_exporter_labels_pod_series_through_a_kubeconfig(
             assert exporter.poll() is None, exporter.communicate()[1]
             assert time.monotonic() < deadline, text
             time.sleep(0.2)
-            try:
-                text = scrape(port)
-            except OSError:
-                continue
+            text = get_text(port)
         assert (
             'pod_name="llm-worker-0",owner_api_version="kubeflow.org/v1",'
             f'owner_kind="PyTorchJob",owner_namespace="{NS}",owner_name="llm"'

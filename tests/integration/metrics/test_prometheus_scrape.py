@@ -16,7 +16,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -30,6 +29,7 @@ import pytest
 from railyard_sim import daemon, pods
 from railyard_sim.cli import do_down
 from railyard_sim.lab import Lab
+from tests.doubles.http_probe import free_port
 
 pytestmark = [
     pytest.mark.integration,
@@ -40,12 +40,6 @@ pytestmark = [
     ),
 ]
 SCRAPE_INTERVAL = "1s"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_http(url: str, timeout: float, proc: subprocess.Popen[bytes]) -> None:

@@ -23,7 +23,6 @@ import copy
 import http.client
 import json
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -39,8 +38,10 @@ import pytest
 
 from railyard.webhook.kube import KubeError, KubernetesApi
 from railyard.webhook.server import MUTATE_PATH, make_server
+from tests.doubles.http_probe import free_port
 from tests.doubles.kube_api import (
     TOKEN,
+    Replay,
     Tls,
     authorized,
     make_tls,
@@ -493,35 +494,8 @@ def test_railyard_webhook_serve_from_a_kubeconfig_until_sigterm(
 ) -> None:
     state, _ = api
     state.nads = eight_rails()[:1]
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(
-        json.dumps(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [
-                    {
-                        "name": "replay",
-                        "cluster": {
-                            "server": f"https://127.0.0.1:{state.port}",
-                            "certificate-authority": str(tls.cert),
-                        },
-                    }
-                ],
-                "users": [{"name": "webhook", "user": {"token": TOKEN}}],
-                "contexts": [
-                    {
-                        "name": "replay",
-                        "context": {"cluster": "replay", "user": "webhook"},
-                    }
-                ],
-                "current-context": "replay",
-            }
-        )
-    )
-    with socket.socket() as probe:  # a free port for the server to take
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    kubeconfig = Replay(port=state.port).kubeconfig(tmp_path, tls, user="webhook")
+    port = free_port()  # for the server to take
     proc = subprocess.Popen(
         [
             sys.executable, "-m", "railyard", "webhook", "serve",
