@@ -17,12 +17,15 @@ from functools import lru_cache
 
 PREFIX = "rdma_"
 
-#: Counters of ``rdma statistic`` (= sysfs ``hw_counters``) Spiderpool knows.
-HW_COUNTERS: tuple[str, ...] = (
+#: Counters of ``rdma statistic`` (= sysfs ``hw_counters``) Spiderpool knows,
+#: grouped by what they tell an operator (the dashboards' rows).
+REQUEST_COUNTERS: tuple[str, ...] = (
     "rx_write_requests",
     "rx_read_requests",
     "rx_atomic_requests",
     "rx_dct_connect",
+)
+ERROR_COUNTERS: tuple[str, ...] = (
     "out_of_buffer",
     "out_of_sequence",
     "duplicate_request",
@@ -38,16 +41,28 @@ HW_COUNTERS: tuple[str, ...] = (
     "resp_remote_access_errors",
     "resp_cqe_flush_error",
     "req_cqe_flush_error",
+    "rx_icrc_encapsulated",
+)
+ROCE_COUNTERS: tuple[str, ...] = (
     "roce_adp_retrans",
     "roce_adp_retrans_to",
     "roce_slow_restart",
     "roce_slow_restart_cnps",
     "roce_slow_restart_trans",
+)
+CONGESTION_COUNTERS: tuple[str, ...] = (
     "rp_cnp_ignored",
     "rp_cnp_handled",
     "np_ecn_marked_roce_packets",
     "np_cnp_sent",
-    "rx_icrc_encapsulated",
+)
+#: All of them, in Spiderpool's order.
+HW_COUNTERS: tuple[str, ...] = (
+    *REQUEST_COUNTERS,
+    *ERROR_COUNTERS[:-1],
+    *ROCE_COUNTERS,
+    *CONGESTION_COUNTERS,
+    ERROR_COUNTERS[-1],
 )
 
 #: ethtool statistics of the netdev whose name contains ``vport`` (mlx5).

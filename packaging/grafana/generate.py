@@ -4,12 +4,12 @@
     python3 packaging/grafana/generate.py           # rewrite the JSON files
     python3 packaging/grafana/generate.py --check   # exit 1 if they are stale
 
-Four dashboards, shaped like Spiderpool's (its RDMA cluster/node/pod and IPAM
+Five dashboards, shaped like Spiderpool's (its RDMA cluster/node/pod/workload and IPAM
 dashboards) and querying the same metric names, so its users find their
 panels; ``tests/unit/exporter/test_dashboards.py`` parses every PromQL
 expression and checks each metric exists in what our exporters serve.
 
-Standard library only.
+Standard library and ``cni.exporter.names`` only.
 """
 
 from __future__ import annotations
@@ -20,45 +20,16 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+# The counter names are the exporter's own (standard library only).
+sys.path.insert(0, str(HERE.parents[1]))
+from cni.exporter import names  # noqa: E402
+
 RATE = "[$__rate_interval]"
 BYTES = ("unicast", "multicast")
-ERRORS = (
-    "out_of_buffer",
-    "out_of_sequence",
-    "duplicate_request",
-    "rnr_nak_retry_err",
-    "packet_seq_err",
-    "implied_nak_seq_err",
-    "local_ack_timeout_err",
-    "resp_local_length_error",
-    "resp_cqe_error",
-    "req_cqe_error",
-    "req_remote_invalid_request",
-    "req_remote_access_errors",
-    "resp_remote_access_errors",
-    "resp_cqe_flush_error",
-    "req_cqe_flush_error",
-    "rx_icrc_encapsulated",
-)
-CONGESTION = (
-    "np_ecn_marked_roce_packets",
-    "np_cnp_sent",
-    "rp_cnp_handled",
-    "rp_cnp_ignored",
-)
-ROCE = (
-    "roce_adp_retrans",
-    "roce_adp_retrans_to",
-    "roce_slow_restart",
-    "roce_slow_restart_cnps",
-    "roce_slow_restart_trans",
-)
-REQUESTS = (
-    "rx_write_requests",
-    "rx_read_requests",
-    "rx_atomic_requests",
-    "rx_dct_connect",
-)
+ERRORS = names.ERROR_COUNTERS
+CONGESTION = names.CONGESTION_COUNTERS
+ROCE = names.ROCE_COUNTERS
+REQUESTS = names.REQUEST_COUNTERS
 
 
 def bits(direction: str, sel: str, by: str) -> str:
@@ -110,6 +81,19 @@ class Board:
             }
         )
         self._advance(24, 1)
+
+    def rate_panels(
+        self, counters: tuple[str, ...], sel: str, by: str, width: int = 6
+    ) -> None:
+        """One panel per counter: its rate summed by the labels ``by``."""
+        legend = " ".join("{{" + label.strip() + "}}" for label in by.split(","))
+        for name in counters:
+            self.panel(
+                name,
+                [(f"sum by ({by}) (rate(rdma_{name}_total{{{sel}}}{RATE}))", legend)],
+                unit="ops",
+                width=width,
+            )
 
     def panel(
         self,
@@ -336,39 +320,11 @@ def node() -> Board:
             width=6,
         )
     b.row("Congestion")
-    for name in (*CONGESTION, "out_of_sequence"):
-        b.panel(
-            name,
-            [
-                (
-                    f"sum by (ifname, net_dev_name) (rate(rdma_{name}_total{{{n}}}{RATE}))",
-                    "{{ifname}} {{net_dev_name}}",
-                )
-            ],
-            unit="ops",
-            width=8,
-        )
+    b.rate_panels((*CONGESTION, "out_of_sequence"), n, "ifname, net_dev_name", 8)
     b.row("Detail: errors")
-    for name in ERRORS:
-        b.panel(
-            name,
-            [
-                (
-                    f"sum by (ifname, pod_name) (rate(rdma_{name}_total{{{n}}}{RATE}))",
-                    "{{ifname}} {{pod_name}}",
-                )
-            ],
-            unit="ops",
-            width=6,
-        )
+    b.rate_panels(ERRORS, n, "ifname, pod_name")
     b.row("RoCE")
-    for name in ROCE:
-        b.panel(
-            name,
-            [(f"sum by (ifname) (rate(rdma_{name}_total{{{n}}}{RATE}))", "{{ifname}}")],
-            unit="ops",
-            width=8,
-        )
+    b.rate_panels(ROCE, n, "ifname", 8)
     b.row("QoS and exporter")
     b.panel(
         "Traffic class of host devices",
@@ -440,31 +396,9 @@ def pod() -> Board:
                 width=6,
             )
     b.row("Requests and congestion")
-    for name in (*REQUESTS, *CONGESTION):
-        b.panel(
-            name,
-            [
-                (
-                    f"sum by (pod_name, net_dev_name) (rate(rdma_{name}_total{{{sel}}}{RATE}))",
-                    "{{pod_name}} {{net_dev_name}}",
-                )
-            ],
-            unit="ops",
-            width=6,
-        )
+    b.rate_panels((*REQUESTS, *CONGESTION), sel, "pod_name, net_dev_name")
     b.row("Errors")
-    for name in ERRORS:
-        b.panel(
-            name,
-            [
-                (
-                    f"sum by (pod_name, net_dev_name) (rate(rdma_{name}_total{{{sel}}}{RATE}))",
-                    "{{pod_name}} {{net_dev_name}}",
-                )
-            ],
-            unit="ops",
-            width=6,
-        )
+    b.rate_panels(ERRORS, sel, "pod_name, net_dev_name")
     return b
 
 
@@ -509,18 +443,7 @@ def workload() -> Board:
             unit="bps",
         )
     b.row("Congestion and errors")
-    for name in (*CONGESTION, *ERRORS):
-        b.panel(
-            name,
-            [
-                (
-                    f"sum by (pod_name) (rate(rdma_{name}_total{{{sel}}}{RATE}))",
-                    "{{pod_name}}",
-                )
-            ],
-            unit="ops",
-            width=6,
-        )
+    b.rate_panels((*CONGESTION, *ERRORS), sel, "pod_name")
     return b
 
 
