@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from railyard_sim import daemon
+
 if TYPE_CHECKING:
     from cni.agent.server import PluginTable
 
@@ -160,11 +162,11 @@ def stop(lab_dir: Path, timeout: float = 30.0, sig: int = signal.SIGTERM) -> Non
         except ProcessLookupError:
             pass
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and _alive(pid):
+        while time.monotonic() < deadline and daemon.alive(pid):
             time.sleep(0.02)
-        if _alive(pid):
+        if daemon.alive(pid):
             os.killpg(pid, signal.SIGKILL)
-            while _alive(pid):
+            while daemon.alive(pid):
                 time.sleep(0.02)
     (lab_dir / DIR / PID).unlink(missing_ok=True)
     socket_path(lab_dir).unlink(missing_ok=True)
@@ -179,20 +181,6 @@ def remove_files(lab_dir: Path) -> None:
         d.rmdir()
     except OSError:
         pass
-
-
-def _alive(pid: int) -> bool:
-    try:
-        done, _ = os.waitpid(pid, os.WNOHANG)
-        if done == pid:
-            return False
-    except ChildProcessError:
-        pass
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
 
 
 def main(argv: list[str] | None = None) -> int:

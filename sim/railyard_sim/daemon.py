@@ -162,10 +162,10 @@ def stop(lab_dir: Path, timeout: float = 10.0) -> None:
     for pid in pids:
         _signal(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and any(_alive(p) for p in pids):
+    while time.monotonic() < deadline and any(alive(p) for p in pids):
         time.sleep(0.05)
     for pid in pids:
-        if _alive(pid):
+        if alive(pid):
             _signal(pid, signal.SIGKILL)
     for pid in pids:
         _reap(pid, deadline=time.monotonic() + 2.0)
@@ -185,7 +185,9 @@ def _signal(pid: int, sig: int) -> None:
         pass
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (not exited, not a zombie); reaps it if it is
+    our child."""
     try:
         # Reap it if it is our child (the `demo` command starts and stops it).
         done, _ = os.waitpid(pid, os.WNOHANG)
@@ -208,7 +210,7 @@ def _reap(pid: int, deadline: float) -> None:
     parent (init) reaps it, usually within milliseconds.
     """
     while time.monotonic() < deadline:
-        _alive(pid)  # reaps it if it is our child
+        alive(pid)  # reaps it if it is our child
         if not Path(f"/proc/{pid}").exists():
             return
         time.sleep(0.02)

@@ -9,6 +9,7 @@ import select
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -36,8 +37,11 @@ def uevents() -> Iterator[Callable[[float], list[str]]]:
     sock.bind((0, 1))
 
     def drain(wait: float) -> list[str]:
+        # Bounded: the socket hears every uevent of the machine, and other
+        # work on it (netns, links) may never leave a quiet 0.2 s.
         heard = []
-        while select.select([sock], [], [], wait)[0]:
+        deadline = time.monotonic() + wait + 3.0
+        while time.monotonic() < deadline and select.select([sock], [], [], wait)[0]:
             heard.append(sock.recv(65536).split(b"\0", 1)[0].decode())
             wait = 0.2
         return heard
