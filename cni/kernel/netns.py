@@ -105,8 +105,16 @@ def in_netns_fd(fd: int) -> Iterator[None]:
 
 @contextmanager
 def in_netns(path: str | None) -> Iterator[None]:
-    """Run the block inside the netns at ``path`` (None: the process's own netns)."""
-    fd = open_netns(OWN_NETNS if path is None else path)
+    """Run the block inside the netns at ``path`` (None: the process's own netns).
+
+    A thread already there runs the block as it is: no setns, so reading the
+    host's own devices needs no CAP_SYS_ADMIN and costs no syscalls.
+    """
+    target = OWN_NETNS if path is None else path
+    if netns_key(target) == netns_key(THREAD_NETNS):
+        yield
+        return
+    fd = open_netns(target)
     try:
         with in_netns_fd(fd):
             yield

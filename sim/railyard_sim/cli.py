@@ -197,6 +197,10 @@ def do_down(lab_dir: Path) -> None:
             f"down: {lab_dir} is not a lab directory (no {SIM_MARKER} in it); "
             "nothing was removed"
         )
+    if not lab_dir.exists():
+        click.echo(f"no lab in {lab_dir}: nothing to remove")
+        return
+    need_root()
     problems: list[str] = []
     try:
         lab: Lab | None = Lab.load(lab_dir)
@@ -254,6 +258,11 @@ def _load(lab_dir: Path) -> Lab:
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 def main() -> None:
     """The simulated host: SR-IOV rails, RDMA devices and ipamd on veth + netns."""
+
+
+def need_root() -> None:
+    """Checked by each command before it touches the host (not for ``-h``,
+    nor for a ``down`` that refuses a directory or has nothing to remove)."""
     if os.geteuid() != 0:
         raise Failed("run as root: the simulated host needs network namespaces")
 
@@ -280,6 +289,7 @@ def up(
     no_agent: bool,
 ) -> None:
     """Build the lab, start ipamd and railyard-agent, apply the lab's pools."""
+    need_root()
     do_up(lab_dir, rails, ib_rails, vfs_per_pf, ipamd_metrics, warm=not no_agent)
 
 
@@ -344,6 +354,7 @@ def pod(
     mtu: int | None,
 ) -> None:
     """Create pod NAME and ADD one VF per rail through the real plugins."""
+    need_root()
     do_pod(lab_dir, name, nics, rdma, ipv6, cni_version, mtu, ib_guid)
 
 
@@ -352,6 +363,7 @@ def pod(
 @click.argument("name")
 def show(lab_dir: Path, name: str) -> None:
     """Addresses, rules, per-NIC tables, gateway pings and RDMA devices of NAME."""
+    need_root()
     do_show(lab_dir, name)
 
 
@@ -360,6 +372,7 @@ def show(lab_dir: Path, name: str) -> None:
 @click.argument("name")
 def unpod(lab_dir: Path, name: str) -> None:
     """DEL the pod's NICs in reverse and check every VF is back as it was."""
+    need_root()
     do_unpod(lab_dir, name)
 
 
@@ -400,6 +413,7 @@ def demo(
 
     The pod options and their defaults are ``pod``'s.
     """
+    need_root()
     if lab_dir is None:
         lab_dir = Path(tempfile.mkdtemp(prefix="railyard-sim-"))
         lab_dir.rmdir()  # Lab.up creates it and down removes it
@@ -448,6 +462,7 @@ def demo(
 def exporter(lab_dir: Path, listen: str) -> None:
     """Serve railyard-exporter on the lab: the production collector with the
     lab's fake sysfs and simulated netdev counters injected."""
+    need_root()
     from cni.exporter.cli import run, setup_logging
     from railyard_sim.counters import sim_collector
 
@@ -469,6 +484,7 @@ def counters() -> None:
 def counters_bump(lab_dir: Path, name: str, ifname: str, counter: str, by: int) -> None:
     """Add to COUNTER of pod NAME's NIC IFNAME: an RDMA hw counter (e.g.
     out_of_sequence) or an ethtool statistic (e.g. rx_prio3_discards)."""
+    need_root()
     from railyard_sim.counters import bump
 
     lab = _load(lab_dir)
