@@ -260,10 +260,33 @@ def test_endpoints_come_from_config_then_env_then_default(ipam, env, expected) -
         assert c.targets == expected
 
 
-@pytest.mark.parametrize("timeout", [0, -1, True, "5", 10**100, float("nan")])
-def test_an_unusable_timeout_falls_back_to_the_default(timeout) -> None:
-    with IpamdClient.from_config({"timeout": timeout}, {}) as c:
+@pytest.mark.parametrize(
+    "timeout",
+    [0, -1, True, "5", 10**100, 2**64, float("nan"), float("inf"), -0.5, [5]],
+)
+def test_an_unusable_timeout_is_refused(timeout) -> None:
+    # Falling back silently would hide the operator's mistake (NaN, a string)
+    # behind a 30 s default they did not ask for.
+    with pytest.raises(ValueError, match="ipam timeout must be a number"):
+        IpamdClient.from_config({"timeout": timeout}, {})
+
+
+def test_no_timeout_means_the_default() -> None:
+    with IpamdClient.from_config({}, {}) as c:
         assert c.timeout == 30.0
+    with IpamdClient.from_config({"timeout": 2.5}, {}) as c:
+        assert c.timeout == 2.5
+
+
+def test_a_socket_path_that_is_not_a_socket_is_refused(tmp_path) -> None:
+    plain = tmp_path / "plain"
+    plain.write_text("")
+    for target in (str(plain), str(tmp_path), f"unix://{plain}"):
+        with pytest.raises(ValueError, match="is not a socket"):
+            IpamdClient.from_config({"socket": target}, {})
+    # Missing is fine: ipamd may be starting and is retried until the deadline.
+    with IpamdClient.from_config({"socket": str(tmp_path / "nope.sock")}, {}) as c:
+        assert c.targets == (str(tmp_path / "nope.sock"),)
 
 
 def test_blank_endpoints_are_dropped_and_none_at_all_is_refused() -> None:
