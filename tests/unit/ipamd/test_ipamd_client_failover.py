@@ -303,3 +303,45 @@ def test_endpoints_of_another_type_are_a_config_error(endpoints) -> None:
     with pytest.raises(CniError) as err:
         PluginClient.from_netconf(netconf, {})
     assert err.value.code == INVALID_CONFIG
+
+
+def test_the_plugin_client_stops_retrying_when_the_command_deadline_is_near(
+    tmp_path: Path,
+) -> None:
+    """Only standbys answer: the failover loop would retry for ipam.timeout
+    (30 s here), past the ADD's deadline. Bounded by the budget the command
+    has left, it answers 11 in time, and says nothing was changed."""
+    server = FakeServer(tmp_path / "standby.sock", standby)
+    try:
+        left = [1.0]
+        client = PluginClient(
+            [str(tmp_path / "standby.sock")], timeout=30.0, budget=lambda: left[0]
+        )
+        start = time.monotonic()
+        with pytest.raises(IpamError) as info:
+            client.allocate(request("c-budget"))
+        spent = time.monotonic() - start
+        assert info.value.code == TRY_AGAIN_LATER
+        assert info.value.unchanged  # every attempt was refused: nothing held
+        assert 0.8 < spent < 3.0, spent
+        left[0] = 0.0
+        with pytest.raises(IpamError) as info:
+            client.release("rail1", "c-budget", "net1")
+        assert info.value.code == TRY_AGAIN_LATER
+        assert "no time left" in info.value.msg
+        client.close()
+    finally:
+        server.stop()
+
+
+def test_a_timed_out_attempt_is_not_unchanged() -> None:
+    from ipamd.client import Attempt
+
+    err = IpamdCallError(
+        "Allocate",
+        [
+            Attempt("a", grpc.StatusCode.UNAVAILABLE, "refused"),
+            Attempt("b", grpc.StatusCode.DEADLINE_EXCEEDED, "slow"),
+        ],
+    )
+    assert err.unreachable and not err.changed_nothing
