@@ -651,7 +651,7 @@ def _restore_netdev(deps: Deps, st: VfState, side: PodSide) -> bool:
     host_name = st.host_ifname
     assert host_name is not None
     if side.link is not None and side.netns is not None:
-        return_to_host(deps.links, deps.netns, st.ifname, side.netns, host_name)
+        return_to_host(deps.links, deps.netns, side.link.name, side.netns, host_name)
     else:
         back = find_returned_vf(
             deps.links,

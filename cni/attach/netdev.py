@@ -162,6 +162,7 @@ def move_into_pod(
             f"file exists: {exc}",
         ) from exc
     except KernelError as exc:
+        _guard_stranded(links, namespaces, host_name, ifname, pod_netns, rb)
         raise CniError(
             DEVICE_ERROR, f"setupVF failed: moving {host_name} into the pod", str(exc)
         ) from exc
@@ -170,6 +171,33 @@ def move_into_pod(
         f"move {ifname} back to the host as {host_name}",
     )
     return links.get(ifname, pod_netns)
+
+
+def _guard_stranded(
+    links: Links,
+    namespaces: Netns,
+    host_name: str,
+    ifname: str,
+    pod_netns: str,
+    rb: Rollback,
+) -> None:
+    """A failed move whose own undo failed too left the VF in the pod: one
+    more attempt goes on ``rb``, so that if it fails as well the rollback is
+    incomplete and the record stays for DEL, instead of a VF nobody knows of."""
+    try:
+        if links.find(host_name, None) is not None:
+            return
+        for name in (host_name, ifname):
+            if links.find(name, pod_netns) is not None:
+                rb.push(
+                    lambda: return_to_host(
+                        links, namespaces, name, pod_netns, host_name
+                    ),
+                    f"move {name} back to the host as {host_name}",
+                )
+                return
+    except KernelError as exc:
+        log.error("cannot tell where %s was left: %s", host_name, exc)
 
 
 def return_to_host(
