@@ -187,15 +187,15 @@ def _guard_stranded(
     try:
         if links.find(host_name, None) is not None:
             return
-        for name in (host_name, ifname):
-            if links.find(name, pod_netns) is not None:
-                rb.push(
-                    lambda: return_to_host(
-                        links, namespaces, name, pod_netns, host_name
-                    ),
-                    f"move {name} back to the host as {host_name}",
-                )
-                return
+        found = next(
+            (n for n in (host_name, ifname) if links.find(n, pod_netns) is not None),
+            None,
+        )
+        if found is not None:
+            rb.push(
+                lambda: return_to_host(links, namespaces, found, pod_netns, host_name),
+                f"move {found} back to the host as {host_name}",
+            )
     except KernelError as exc:
         log.error("cannot tell where %s was left: %s", host_name, exc)
 
