@@ -11,7 +11,11 @@ same codes and messages, so runtimes and their logs see no difference:
   An empty CNI_CONTAINERID counts as missing (4), like Go's Getenv; code 3
   ``missing containerID`` is kept in ``validate_container_id`` for callers.
 - container ID and ifname checks for ADD/CHECK/DEL -> 4 with Go's messages,
-  made while reading the env (before stdin), in Go's order.
+  made while reading the env (before stdin), in Go's order. Beyond Go: a
+  CNI_* value that is not UTF-8, an ifname holding ``%`` (a kernel name
+  template) or unprintable characters, a container ID longer than
+  ``MAX_CONTAINER_ID`` -> 4; for ADD/CHECK an existing CNI_NETNS that is not
+  a network namespace (a FIFO, a file) -> 4, checked without blocking.
 - stdin (not read for VERSION): not a JSON object / wrong ``name`` type -> 6
   ``error unmarshall network config: ...``; no ``name`` -> 7 ``missing network
   name``; bad characters -> 7.
@@ -33,8 +37,12 @@ same codes and messages, so runtimes and their logs see no difference:
 - errors: a CniError (or ``cni.ipam.IpamError``) becomes the spec's error JSON
   on stdout and exit 1; notes attached by ``cni.rollback`` (undo failures) are
   appended to ``details``. Any other exception becomes code 999 (libcni's
-  ErrInternal) with its message; the traceback goes to the log, never stdout.
-  The deadline (``cni.deadline``) becomes code 105.
+  ErrInternal) with its message; its traceback goes to the log file only
+  (stderr gets one line), never stdout. The deadline (``cni.deadline``)
+  becomes code 105.
+- an ADD that finished but whose result cannot be delivered (building it
+  failed, or stdout is full or closed) is rolled back by the plugin's DEL:
+  the runtime never DELs an attachment it was not told about.
 - ``-v``/``--version`` on the command line prints the about string to stdout.
 
 Stdout is written once, at the end, through ``cni.deadline.OutputOnce``.
