@@ -278,10 +278,16 @@ TOP_KEYS = [
     "prevResult",
     "capabilities",
     "rdmaIsolation",
-    "ipConflictDetection",
-    "gatewayDetection",
+    "detectIPConflict",
+    "detectGateway",
+    "detectionWindowMs",
     "policyRouting",
     "routeTable",
+    "rulePriority",
+    "podDefaultRouteNIC",
+    "enableRdma",
+    "ibKubernetesEnabled",
+    "vfioPciMode",
     "cni.dev/valid-attachments",
 ]
 IPAM_KEYS = [
