@@ -463,6 +463,9 @@ CORPUS: dict[str, tuple[dict[str, str], dict[str, Any], dict[str, Any]]] = {
     "ipam-type-absolute-path": ({}, {}, {"type": "/bin/true"}),
     "ipam-type-dhcp-missing": ({}, {}, {"type": "dhcp"}),
     "network-name-10mb": ({}, {"name": "n" * (10 * 1024 * 1024)}, {}),
+    # Found by the soak run: a number as the pool list was a TypeError (999).
+    "ipam-pool-a-number": ({}, {}, {"default_ipv4_ippool": 5}),
+    "ipam-pool-list-of-null": ({}, {}, {"default_ipv4_ippool": [None]}),
 }
 
 
