@@ -140,8 +140,12 @@ class _StreamHandler(_Quiet, logging.StreamHandler):  # type: ignore[type-arg]
 def _log_file_problem(path: str) -> str:
     """Why ``logFile`` cannot be used ("" when it can), checked without opening
     it: a FIFO would block the open and a device (/dev/full) fails every
-    write. Only a regular file, or a new one in an existing directory, will do.
+    write. Only a regular file, or a new one in an existing directory, will do,
+    named by an absolute path: a relative one would land wherever the runtime
+    happened to start the plugin.
     """
+    if not os.path.isabs(path):
+        return "not an absolute path"
     try:
         st = os.stat(path)
     except FileNotFoundError:

@@ -173,15 +173,22 @@ class World:
         assert node.kernel.link_names(self.pod) == ["eth0"]
         assert node.ipam.held == {}, node.ipam.held
         assert node.records() == []
+        assert list((self.root / "cwd").iterdir()) == []
 
 
 @contextmanager
 def world() -> Iterator[World]:
     base = SHM if SHM.is_dir() and os.access(SHM, os.W_OK) else None
     root = Path(tempfile.mkdtemp(prefix="ry-fuzz-", dir=base))
+    # The plugins run in a scratch directory that must stay empty: a relative
+    # path taken from the netconf (a logFile) would land there.
+    cwd = os.getcwd()
+    (root / "cwd").mkdir()
+    os.chdir(root / "cwd")
     try:
         yield World(root)
     finally:
+        os.chdir(cwd)
         shutil.rmtree(root, ignore_errors=True)
 
 
@@ -452,6 +459,8 @@ CORPUS: dict[str, tuple[dict[str, str], dict[str, Any], dict[str, Any]]] = {
     "netns-non-utf8": (_env(CNI_NETNS=os.fsdecode(b"/run/netns/\xff")), {}, {}),
     "log-file-dev-full": ({}, {"logFile": "/dev/full", "logLevel": "debug"}, {}),
     "log-file-fifo": ({}, {"logFile": "{fifo}"}, {}),
+    # Found by the fuzz suite: a relative logFile was created in the cwd.
+    "log-file-relative": ({}, {"logFile": "off"}, {}),
     "ipam-socket-wrong-type": ({}, {}, {"socket": 42}),
     "ipam-socket-plain-file": ({}, {}, {"socket": "{plain}"}),
     "ipam-socket-directory": ({}, {}, {"socket": "{root}"}),

@@ -194,3 +194,16 @@ def test_remaining_counts_down_and_keeps_a_reserve() -> None:
     with deadline.Deadline(100.0, "ADD", out, lambda e: "", grace=1.0):
         left = deadline.remaining()
         assert left is not None and 94.5 < left <= 95.0  # the reserve stops at 5 s
+
+
+def test_a_relative_log_file_is_not_created_in_the_working_directory(
+    run_cni, recorder, tmp_path, monkeypatch
+) -> None:
+    """Found by the plugin fuzz: logFile "off" or "1.1.0" created files
+    wherever the plugin ran."""
+    monkeypatch.chdir(tmp_path)
+    recorder.add_result = Result(cni_version="1.0.0")
+    r = run_cni(base_env("ADD"), netconf(logFile="plugin.log"))
+    assert r.code == 0
+    assert list(tmp_path.iterdir()) == []
+    assert "cannot open logFile 'plugin.log' (not an absolute path)" in r.stderr
