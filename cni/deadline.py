@@ -33,6 +33,7 @@ import logging
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable, Mapping
 from types import FrameType, TracebackType
 from typing import IO, Any
@@ -45,6 +46,31 @@ DEFAULT_SECONDS = 120.0
 DEFAULT_GRACE = 10.0
 
 log = logging.getLogger(__name__)
+
+
+#: The armed deadline of the command running in this process (None: none),
+#: so a blocking call deep in the plugin can bound its own timeout by it.
+_active: Deadline | None = None
+#: The share of the deadline kept free for the rollback after a bounded
+#: call gave up, at most ``_RESERVE_MAX`` seconds.
+_RESERVE_SHARE = 0.25
+_RESERVE_MAX = 5.0
+
+
+def remaining() -> float | None:
+    """Seconds left for blocking work before the command's deadline, keeping
+    a reserve for the rollback; None when no deadline is armed.
+
+    A call that blocks in C (a gRPC call, a subprocess wait) cannot be
+    interrupted by stage 1, so it must give up by itself in time for the
+    command to unwind and answer (11, "try again later") before stage 2 kills
+    the process with the work half-undone.
+    """
+    active = _active
+    if active is None or active.seconds is None or active.started is None:
+        return None
+    reserve = min(active.seconds * _RESERVE_SHARE, _RESERVE_MAX)
+    return active.started + active.seconds - reserve - time.monotonic()
 
 
 class DeadlineExceeded(BaseException):
@@ -158,6 +184,7 @@ class Deadline:
         self._prev_handler: Any = None
         self._armed_signal = False
         self._timer: threading.Timer | None = None
+        self.started: float | None = None
         self.expired = False
 
     # stage 1 -----------------------------------------------------------
@@ -179,8 +206,11 @@ class Deadline:
             self._hard_exit(1)
 
     def __enter__(self) -> Deadline:
+        global _active
         if self.seconds is None:
             return self
+        self.started = time.monotonic()
+        _active = self
         if threading.current_thread() is threading.main_thread():
             self._prev_handler = signal.signal(signal.SIGALRM, self._on_alarm)
             signal.setitimer(signal.ITIMER_REAL, self.seconds)
@@ -192,6 +222,9 @@ class Deadline:
 
     def disarm(self) -> None:
         """Stop both stages (idempotent); called before printing the result."""
+        global _active
+        if _active is self:
+            _active = None
         if self._armed_signal:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, self._prev_handler or signal.SIG_DFL)

@@ -20,6 +20,8 @@ Standard library only.
 from __future__ import annotations
 
 import logging
+import os
+import stat
 import sys
 import time
 from collections.abc import Iterator
@@ -81,14 +83,82 @@ class ContextFilter(logging.Filter):
 
 
 class _Formatter(logging.Formatter):
+    """Our line format; tracebacks only where ``tracebacks`` (the log file).
+
+    On stderr a runtime shows the lines to the operator next to the error
+    JSON; one line with the cause is what they need there, and the
+    traceback of an unexpected error belongs in the log file, once.
+    """
+
     def converter(self, secs: float | None = None) -> time.struct_time:  # UTC
         return time.gmtime(secs)
 
-    def __init__(self) -> None:
+    def __init__(self, tracebacks: bool = True) -> None:
         super().__init__(
             "%(asctime)s.%(msecs)03dZ %(levelname)-7s [%(ctx)s] %(name)s: %(message)s",
             "%Y-%m-%dT%H:%M:%S",
         )
+        self.tracebacks = tracebacks
+
+    def format(self, record: logging.LogRecord) -> str:
+        if self.tracebacks or not (record.exc_info or record.exc_text):
+            return super().format(record)
+        bare = logging.makeLogRecord(record.__dict__)
+        bare.exc_info = None
+        bare.exc_text = None
+        bare.stack_info = None
+        return super().format(bare)
+
+
+class _Quiet:
+    """A handler that cannot write (full disk, closed stderr) says so once on
+    stderr, without a traceback, and drops its lines: logging must never
+    fail the command nor reach stdout."""
+
+    _complained = False
+
+    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802
+        if self._complained:
+            return
+        self._complained = True
+        exc = sys.exc_info()[1]
+        try:
+            sys.stderr.write(f"railyard: a log line was lost: {exc!r}\n")
+            sys.stderr.flush()
+        except Exception:  # noqa: BLE001 - nowhere left to say it
+            pass
+
+
+class _FileHandler(_Quiet, logging.FileHandler):
+    pass
+
+
+class _StreamHandler(_Quiet, logging.StreamHandler):  # type: ignore[type-arg]
+    pass
+
+
+def _log_file_problem(path: str) -> str:
+    """Why ``logFile`` cannot be used ("" when it can), checked without opening
+    it: a FIFO would block the open and a device (/dev/full) fails every
+    write. Only a regular file, or a new one in an existing directory, will do,
+    named by an absolute path: a relative one would land wherever the runtime
+    happened to start the plugin.
+    """
+    if not os.path.isabs(path):
+        return "not an absolute path"
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return (
+            ""
+            if os.path.isdir(os.path.dirname(os.path.abspath(path)))
+            else ("its directory does not exist")
+        )
+    except (OSError, ValueError) as e:
+        return str(e)
+    if not stat.S_ISREG(st.st_mode):
+        return "not a regular file"
+    return ""
 
 
 def parse_level(name: str) -> int | None:
@@ -168,17 +238,24 @@ def configure(
     if lvl is None:
         problems.append(f"unknown logLevel {level!r}, using {DEFAULT_LEVEL!r}")
         lvl = LEVELS[DEFAULT_LEVEL]
-    handler: logging.Handler
+    handler: logging.Handler | None = None
     if log_file:
-        try:
-            handler = logging.FileHandler(log_file, mode="a", encoding="utf-8")
-        except OSError as e:
-            problems.append(f"cannot open logFile {log_file!r} ({e}); using stderr")
-            handler = logging.StreamHandler(stream)
+        why = _log_file_problem(log_file)
+        if not why:
+            try:
+                handler = _FileHandler(
+                    log_file, mode="a", encoding="utf-8", errors="backslashreplace"
+                )
+            except (OSError, ValueError) as e:
+                why = str(e)
+        if why:
+            problems.append(f"cannot open logFile {log_file!r} ({why}); using stderr")
+    if handler is None:
+        handler = _StreamHandler(stream)
+        handler.setFormatter(_Formatter(tracebacks=False))
     else:
-        handler = logging.StreamHandler(stream)
+        handler.setFormatter(_Formatter())
     setattr(handler, _MARK, True)
-    handler.setFormatter(_Formatter())
     handler.addFilter(ContextFilter(ctx))
     root = logging.getLogger()
     previous = root.level

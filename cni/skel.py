@@ -11,7 +11,11 @@ same codes and messages, so runtimes and their logs see no difference:
   An empty CNI_CONTAINERID counts as missing (4), like Go's Getenv; code 3
   ``missing containerID`` is kept in ``validate_container_id`` for callers.
 - container ID and ifname checks for ADD/CHECK/DEL -> 4 with Go's messages,
-  made while reading the env (before stdin), in Go's order.
+  made while reading the env (before stdin), in Go's order. Beyond Go: a
+  CNI_* value that is not UTF-8, an ifname holding ``%`` (a kernel name
+  template) or unprintable characters, a container ID longer than
+  ``MAX_CONTAINER_ID`` -> 4; for ADD/CHECK an existing CNI_NETNS that is not
+  a network namespace (a FIFO, a file) -> 4, checked without blocking.
 - stdin (not read for VERSION): not a JSON object / wrong ``name`` type -> 6
   ``error unmarshall network config: ...``; no ``name`` -> 7 ``missing network
   name``; bad characters -> 7.
@@ -33,8 +37,12 @@ same codes and messages, so runtimes and their logs see no difference:
 - errors: a CniError (or ``cni.ipam.IpamError``) becomes the spec's error JSON
   on stdout and exit 1; notes attached by ``cni.rollback`` (undo failures) are
   appended to ``details``. Any other exception becomes code 999 (libcni's
-  ErrInternal) with its message; the traceback goes to the log, never stdout.
-  The deadline (``cni.deadline``) becomes code 105.
+  ErrInternal) with its message; its traceback goes to the log file only
+  (stderr gets one line), never stdout. The deadline (``cni.deadline``)
+  becomes code 105.
+- an ADD that finished but whose result cannot be delivered (building it
+  failed, or stdout is full or closed) is rolled back by the plugin's DEL:
+  the runtime never DELs an attachment it was not told about.
 - ``-v``/``--version`` on the command line prints the about string to stdout.
 
 Stdout is written once, at the end, through ``cni.deadline.OutputOnce``.
@@ -95,12 +103,31 @@ ALL = _version.ALL
 # Go pkg/utils: cniValidNameChars.
 _VALID_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$")
 _MAX_IFNAME = 15
+#: The record of an attachment is the file ``<containerID>-<ifname>.json``,
+#: written through a ``.<name>.<random>.tmp`` sibling: with a 15-byte ifname
+#: both must fit the 255-byte file name limit. Runtimes use 64 hex digits.
+MAX_CONTAINER_ID = 200
+# ioctl(NS_GET_NSTYPE) on an nsfs fd answers the namespace type; any other
+# file answers ENOTTY.
+_NS_GET_NSTYPE = 0xB703
+_CLONE_NEWNET = 0x40000000
 
 # Which CNI_* must be non-empty per command, in Go skel's order (1.1); a
 # present value is validated right away for the commands that need it, so an
 # invalid container ID is reported before a later missing variable, as in Go.
 _ENV_RULES: tuple[tuple[str, frozenset[str], Callable[[str], None] | None], ...]
 _ATTACHMENT_CMDS = frozenset({"ADD", "CHECK", "DEL"})
+_UTF8_ENV = (
+    "CNI_COMMAND",
+    "CNI_CONTAINERID",
+    "CNI_NETNS",
+    "CNI_IFNAME",
+    "CNI_ARGS",
+    "CNI_PATH",
+)
+#: Network names end up in records, ipamd rows and log lines; Kubernetes
+#: object names (a NetworkAttachmentDefinition's) stop at 253.
+MAX_NETWORK_NAME = 253
 
 
 VALID_ATTACHMENTS_KEY = "cni.dev/valid-attachments"
@@ -193,16 +220,33 @@ def validate_container_id(container_id: str) -> None:
     """Go ``utils.ValidateContainerID``: 3 when empty, 4 on bad characters."""
     if container_id == "":
         raise CniError(UNKNOWN_CONTAINER, "missing containerID")
-    if not _VALID_NAME.match(container_id):
-        raise CniError(INVALID_ENV, "invalid characters in containerID", container_id)
+    if not _VALID_NAME.fullmatch(container_id):
+        raise CniError(
+            INVALID_ENV, "invalid characters in containerID", _shown(container_id)
+        )
+    if len(container_id) > MAX_CONTAINER_ID:  # ASCII only by now
+        raise CniError(
+            INVALID_ENV,
+            "containerID is too long",
+            f"{len(container_id)} characters, at most {MAX_CONTAINER_ID}",
+        )
 
 
 def validate_network_name(name: str) -> None:
     """Go ``utils.ValidateNetworkName`` (code 7)."""
     if name == "":
         raise CniError(INVALID_CONFIG, "missing network name")
-    if not _VALID_NAME.match(name):
-        raise CniError(INVALID_CONFIG, "invalid characters found in network name", name)
+    # fullmatch: "$" would also accept a trailing newline (Go's does not).
+    if not _VALID_NAME.fullmatch(name):
+        raise CniError(
+            INVALID_CONFIG, "invalid characters found in network name", _shown(name)
+        )
+    if len(name) > MAX_NETWORK_NAME:
+        raise CniError(
+            INVALID_CONFIG,
+            "network name is too long",
+            f"{len(name)} characters, at most {MAX_NETWORK_NAME}",
+        )
 
 
 def validate_ifname(ifname: str) -> None:
@@ -221,6 +265,62 @@ def validate_ifname(ifname: str) -> None:
     if any(c in "/:" or c.isspace() for c in ifname):
         raise CniError(
             INVALID_ENV, "interface name contains / or : or whitespace characters"
+        )
+    # The kernel reads a name holding "%" as a template ("net%d" -> the first
+    # free net0, net1, ...): the VF would land under a name DEL cannot know.
+    if "%" in ifname:
+        raise CniError(INVALID_ENV, "interface name contains %", _shown(ifname))
+    if not ifname.isprintable():
+        raise CniError(
+            INVALID_ENV, "interface name contains unprintable characters", repr(ifname)
+        )
+
+
+def _shown(value: str) -> str:
+    """A hostile value for a message: escapes visible, cut for a log line."""
+    text = value if value.isprintable() else ascii(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _require_utf8(name: str, value: str) -> None:
+    """os.environ decodes undecodable bytes to lone surrogates: refuse them
+    here, before they reach a path, a record or a log line (all UTF-8)."""
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        raise CniError(
+            INVALID_ENV, f"{name} is not valid UTF-8", _shown(value)
+        ) from None
+
+
+def check_netns(netns: str) -> None:
+    """ADD/CHECK: an existing CNI_NETNS must be a network namespace (code 4).
+
+    Opened non-blocking, so a FIFO or a device cannot hang the plugin, and
+    asked its namespace type. A path that does not exist is left to the
+    plugin, which reports the missing netns in its own words.
+    """
+    import fcntl
+
+    try:
+        fd = os.open(netns, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        raise CniError(
+            INVALID_ENV, "CNI_NETNS cannot be opened", f"{_shown(netns)}: {e.strerror}"
+        ) from None
+    try:
+        nstype = fcntl.ioctl(fd, _NS_GET_NSTYPE)
+    except OSError:
+        nstype = None
+    finally:
+        os.close(fd)
+    if nstype != _CLONE_NEWNET:
+        raise CniError(
+            INVALID_ENV,
+            "CNI_NETNS is not a network namespace",
+            _shown(netns),
         )
 
 
@@ -361,6 +461,8 @@ class _Done(Exception):
 def _env_cmd_args(env: Mapping[str, str]) -> CmdArgs:
     cmd = env.get("CNI_COMMAND", "")
     missing: list[str] = []
+    for name in _UTF8_ENV:
+        _require_utf8(name, env.get(name, ""))
     for name, needed_by, validate in _ENV_RULES:
         value = env.get(name, "")
         if value == "":
@@ -404,8 +506,13 @@ def _dispatch(
     supported: Sequence[str],
     stdin: IO[bytes] | IO[str],
     setup: Callable[[CmdArgs], None],
+    undo: list[Callable[[], None]],
 ) -> str:
-    """Validate, run the command, return the document to print ("" = none)."""
+    """Validate, run the command, return the document to print ("" = none).
+
+    A successful ADD appends to ``undo`` the DEL that takes it back, for when
+    its result cannot be delivered.
+    """
     cmd = ca.command
     if cmd == "VERSION":
         # Go encodes with json.Encoder: compact plus a newline; stdin ignored.
@@ -438,11 +545,14 @@ def _dispatch(
             INVALID_NETNS,
             "plugin's netns and netns from CNI_NETNS should not be the same",
         )
+    if cmd in ("ADD", "CHECK") and ca.netns:
+        check_netns(ca.netns)
     log.debug("%s config: %s", cmd, ca.stdin_data.decode(errors="replace"))
     if not isinstance(funcs, PluginFuncs):
         funcs = funcs()  # the plugin's commands module loads only now
     if cmd == "ADD":
         result = funcs.add(ca)
+        undo.append(lambda: funcs.del_(ca))
         if result is None:
             prev = ca.conf.prev_result
             if prev is None:
@@ -544,6 +654,7 @@ def run_plugin(
     )
     doc = ""
     code = 0
+    undo: list[Callable[[], None]] = []
     try:
         with timer:
             try:
@@ -559,7 +670,7 @@ def run_plugin(
                     )
                     stderr.flush()
                 raise
-            doc = _dispatch(ca, funcs, supported_versions, stdin, setup)
+            doc = _dispatch(ca, funcs, supported_versions, stdin, setup, undo)
             timer.disarm()
     except BaseException as exc:  # noqa: BLE001 - every failure must become JSON
         timer.disarm()
@@ -574,15 +685,70 @@ def run_plugin(
             log.error("%s failed unexpectedly: %s", command, err, exc_info=exc)
         doc = render(err)
         code = 1
+    try:
+        if code != 0 and undo:
+            # ADD finished but its result could not be made (conversion, the
+            # deadline): the runtime sees an error and will not DEL.
+            _take_back(RuntimeError("the result could not be built"), undo, env)
+        if doc:
+            try:
+                out.write(doc)
+            except (OSError, ValueError) as exc:  # ValueError: stdout closed
+                if code == 0:
+                    _take_back(exc, undo, env)
+                else:
+                    log.error("cannot write the error to stdout: %s", exc)
+                _discard_stdout(stdout, proc_mode)
+                code = 1
     finally:
         for s in setups:
             s.close()
-    if doc:
-        try:
-            out.write(doc)
-        except OSError:
-            return 1
     return code
+
+
+def _take_back(
+    why: BaseException,
+    undo: list[Callable[[], None]],
+    env: Mapping[str, str],
+) -> None:
+    """Roll back a finished ADD whose success the runtime will never see.
+
+    A runtime that got an error, or no answer at all (stdout full or closed),
+    does not DEL an attachment it was not told about: the VF and its address
+    would stay until GC. Run under DEL's deadline, in-process (stage 2 of the
+    deadline does not kill a process that already has its answer).
+    """
+    log.error("ADD finished but its result cannot be delivered (%s): rolling back", why)
+    seconds = _deadline.resolve_seconds(_deadline.DEFAULT_SECONDS, env, "DEL")
+    timer = _deadline.Deadline(
+        seconds,
+        "DEL",
+        _deadline.OutputOnce(io.StringIO()),
+        lambda err: "",
+        grace=_deadline.resolve_grace(env),
+        hard_exit=lambda _code: None,
+    )
+    try:
+        with timer:
+            while undo:
+                undo.pop()()
+    except BaseException as e:  # noqa: BLE001 - reported, never raised
+        log.error("rolling back the undelivered ADD failed: %s", _as_cni_error(e))
+    else:
+        log.info("undelivered ADD rolled back")
+
+
+def _discard_stdout(stdout: IO[str], proc_mode: bool) -> None:
+    """Point fd 1 at /dev/null so the interpreter's last flush of the text
+    still buffered cannot fail again and print a traceback at exit."""
+    if not proc_mode:
+        return
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, stdout.fileno())
+        os.close(null)
+    except (OSError, ValueError):
+        pass
 
 
 def main(funcs: PluginFuncs | FuncsFactory, about: str, **kwargs: Any) -> None:

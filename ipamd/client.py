@@ -18,6 +18,8 @@ retry returns the same addresses).
 
 from __future__ import annotations
 
+import os
+import stat
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -35,6 +37,8 @@ DEFAULT_SOCKET = "/run/railyard/ipamd.sock"
 SOCKET_ENV = "RAILYARD_IPAMD_SOCKET"
 TLS_ENV_PREFIX = "RAILYARD_IPAMD_TLS_"
 DEFAULT_TIMEOUT = 30.0
+#: A day: longer than any runtime waits for a plugin.
+MAX_TIMEOUT = 86400.0
 #: The most one attempt may take when another endpoint could answer instead:
 #: a hung active must not eat the whole deadline while a standby takes over.
 ATTEMPT_TIMEOUT = 5.0
@@ -65,6 +69,29 @@ def channel_target(target: str) -> str:
 
 def is_unix(target: str) -> bool:
     return channel_target(target).startswith("unix:")
+
+
+def check_unix_target(target: str) -> None:
+    """ValueError when a unix endpoint names something that is not a socket.
+
+    A missing path is fine (ipamd may be starting: it is retried until the
+    deadline); a directory, a regular file or a FIFO never becomes ipamd, and
+    gRPC would only report it as "unavailable" until the deadline.
+    """
+    address = channel_target(target)
+    if not address.startswith("unix:"):
+        return
+    path = address[len("unix://") :] if address.startswith("unix://") else address[5:]
+    if "\x00" in path:
+        raise ValueError(f"ipamd socket path holds a NUL byte: {path[:80]!r}")
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"ipamd socket {path[:200]!r}: {exc}") from None
+    if not stat.S_ISSOCK(st.st_mode):
+        raise ValueError(f"ipamd socket {path[:200]!r} is not a socket")
 
 
 def parse_endpoints(raw: Any) -> tuple[str, ...]:
@@ -132,6 +159,12 @@ class IpamdCallError(Exception):
     def unreachable(self) -> bool:
         """No daemon answered in time (none up, or only standbys)."""
         return self.code in _RETRY_ALWAYS | _RETRY_IF_IDEMPOTENT
+
+    @property
+    def changed_nothing(self) -> bool:
+        """Every attempt was refused before a daemon took the request (or none
+        was made): nothing can have changed, and nothing needs undoing."""
+        return all(a.code in _RETRY_ALWAYS for a in self.attempts)
 
     def describe(self) -> str:
         """Every attempt in one line: ``target CODE: details; ...``."""
@@ -214,13 +247,30 @@ class IpamdClient:
             or parse_endpoints(env.get(SOCKET_ENV))
             or (DEFAULT_SOCKET,)
         )
-        timeout = ipam.get("timeout", DEFAULT_TIMEOUT)
-        if (
+        timeout = ipam.get("timeout")
+        if timeout is None:
+            timeout = DEFAULT_TIMEOUT
+        elif (
             isinstance(timeout, bool)
             or not isinstance(timeout, int | float)
-            or not 0 < timeout < 86400
+            # NaN compares false both ways, so it fails this range too.
+            or not 0 < timeout <= MAX_TIMEOUT
         ):
-            timeout = DEFAULT_TIMEOUT
+            shown = (
+                repr(timeout)
+                if not isinstance(timeout, int)
+                else (
+                    f"a {timeout.bit_length()}-bit number"
+                    if timeout.bit_length() > 64
+                    else str(timeout)
+                )
+            )
+            raise ValueError(
+                f"ipam timeout must be a number of seconds in (0, {MAX_TIMEOUT:g}],"
+                f" got {shown[:80]}"
+            )
+        for target in targets:
+            check_unix_target(target)
 
         def pem(key: str) -> Path | None:
             raw = ipam.get(f"tls_{key}") or env.get(f"{TLS_ENV_PREFIX}{key.upper()}")

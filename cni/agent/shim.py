@@ -144,9 +144,12 @@ def _read_stdin() -> bytes:
     return b"".join(chunks)
 
 
-def _request(stdin: bytes) -> bytes:
+def _request(stdin: bytes, command: bytes = b"") -> bytes:
     argv = b"\0".join(a.encode(errors="surrogateescape") for a in sys.argv[1:])
-    env = b"\0".join(k + b"=" + v for k, v in posix.environ.items())
+    environ = dict(posix.environ)
+    if command:
+        environ[b"CNI_COMMAND"] = command
+    env = b"\0".join(k + b"=" + v for k, v in environ.items())
     return b"".join(
         (
             _frame(b"P", PLUGIN.encode()),
@@ -167,8 +170,13 @@ def _recv_exact(sock: _socket.socket, n: int) -> bytes | None:
     return buf
 
 
-def _relay(sock: _socket.socket) -> tuple[int | None, bool]:
-    """Copy the reply to stdout/stderr; the exit status, or None if cut short."""
+_LOST: list[str] = []  # why stdout could not take the reply, if it could not
+
+
+def _relay(sock: _socket.socket, out: int = 1) -> tuple[int | None, bool]:
+    """Copy the reply to stdout (``out``; -1 drops it) and stderr; the exit
+    status, or None if cut short. A stdout that fails (full, closed) is noted
+    in ``_LOST`` and the reply still read to its end."""
     printed = False
     while True:
         head = _recv_exact(sock, 5)
@@ -180,11 +188,43 @@ def _relay(sock: _socket.socket) -> tuple[int | None, bool]:
             return None, printed
         if kind == b"O":
             printed = printed or bool(payload)
-            _write_all(1, payload)
+            if out >= 0 and not _LOST:
+                try:
+                    _write_all(out, payload)
+                except OSError as exc:
+                    _LOST.append(str(exc))
         elif kind == b"E":
-            _write_all(2, payload)
+            try:
+                _write_all(2, payload)
+            except OSError:
+                pass
         elif kind == b"X":
             return int.from_bytes(payload, "big", signed=True), printed
+
+
+def _take_back(path: str, limit: float) -> None:
+    """DEL through the agent an ADD whose result stdout could not take: the
+    runtime never DELs an attachment it was not told about (``cni.skel``
+    does the same in direct mode). Its output is dropped, its log relayed."""
+    _log(f"ADD result could not be written ({_LOST[0]}); rolling back")
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    try:
+        if limit:
+            sock.settimeout(limit)
+        sock.connect(path)
+        sock.sendall(_request(_STDIN[0], b"DEL"))
+        sock.shutdown(_socket.SHUT_WR)
+        status, _ = _relay(sock, out=-1)
+    except OSError as exc:
+        _log(f"rolling back the undelivered ADD failed: {exc}")
+        return
+    finally:
+        sock.close()
+    _log(
+        "undelivered ADD rolled back"
+        if status == 0
+        else f"rolling back the undelivered ADD failed (DEL exited {status})"
+    )
 
 
 def main() -> int:
@@ -221,6 +261,10 @@ def main() -> int:
     except OSError as exc:
         status, printed = None, False
         _log(f"railyard-agent at {path}: {exc}")
+    if _LOST:
+        if command == "ADD" and status == 0:
+            _take_back(path, limit + _seconds(GRACE_ENV, DEFAULT_GRACE) + MARGIN)
+        return 1
     if status is None:
         if printed:
             return 1

@@ -51,16 +51,27 @@ class Allocations:
     def claim(self, pci: str, netns: str, namespaces: Netns) -> None:
         """Mark ``pci`` as used by ``netns``; refuse if a live netns holds it."""
         self.check(pci, netns, namespaces)
+        # One fixed temp name is safe: markers change only under the PCI lock.
+        tmp = self._tmp(pci)
         try:
             self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-            tmp = self._path(pci).with_name(f".{pci}.tmp")
-            tmp.write_text(netns)
+            tmp.write_bytes(netns.encode())
             os.replace(tmp, self._path(pci))
-        except OSError as exc:
-            raise CniError(IO_FAILURE, "failed to mark VF allocated", str(exc)) from exc
+        except BaseException as exc:
+            tmp.unlink(missing_ok=True)
+            if isinstance(exc, OSError | UnicodeError):
+                raise CniError(
+                    IO_FAILURE, "failed to mark VF allocated", str(exc)
+                ) from exc
+            raise
+
+    def _tmp(self, pci: str) -> Path:
+        return self._path(pci).with_name(f".{pci}.tmp")
 
     def release(self, pci: str) -> None:
-        try:
-            self._path(pci).unlink()
-        except FileNotFoundError:
-            pass
+        # Also the temp file of a claim killed half-way (it held the lock).
+        for path in (self._path(pci), self._tmp(pci)):
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                pass

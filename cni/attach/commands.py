@@ -21,6 +21,8 @@ from cni.attach.lifecycle import AttachSpec, RoutingPolicy, check, store_for
 from cni.attach.pf import PfSettings
 from cni.attach.teardown import ipam_netconf
 from cni.errors import CHECK_FAILED, CniError
+from cni.ipam import IpamError, check_plugin_type
+from cni.ipam.choose import IPAMD_TYPES
 from cni.types import Result
 
 if TYPE_CHECKING:
@@ -63,7 +65,16 @@ def attach_spec(
     pf_settings: PfSettings,
     mac: str | None = None,
 ) -> AttachSpec:
-    """The netconf and env of an ADD as the shared VF lifecycle wants them."""
+    """The netconf and env of an ADD as the shared VF lifecycle wants them.
+
+    A delegated IPAM type that is not a bare plugin name is refused here,
+    before the first change (code 7).
+    """
+    if conf.ipam_type and conf.ipam_type not in IPAMD_TYPES:
+        try:
+            check_plugin_type(conf.ipam_type)
+        except IpamError as exc:
+            raise CniError(exc.code, exc.msg, exc.details) from None
     return AttachSpec(
         plugin=plugin,
         network=conf.name,
@@ -95,9 +106,10 @@ def attach_spec(
 
 
 def real_ipam(netconf: Mapping[str, Any], env: Mapping[str, str]) -> IpamClient | None:
+    from cni import deadline
     from cni.ipam.choose import choose_ipam
 
-    return choose_ipam(netconf, env)
+    return choose_ipam(netconf, env, budget=deadline.remaining)
 
 
 def ipam_status(ipam: IpamClient | None) -> None:

@@ -15,6 +15,7 @@ import socket
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
+from cni.errors import INVALID_CONFIG, CniError
 from cni.ipam import IpamRequest
 from cni.types import DNS, Interface, IPConfig, Result, Route
 
@@ -42,10 +43,20 @@ class IpamConf(Protocol):
 
 
 def _pools(ipam: Mapping[str, Any], key: str) -> tuple[str, ...]:
+    """A pool name or a list of them (code 7 for anything else: a number
+    here reached ``tuple()`` and failed with 999)."""
     value = ipam.get(key) or []
     if isinstance(value, str):
         return (value,)
-    return tuple(v for v in value if isinstance(v, str))
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        shown = repr(value)
+        raise CniError(
+            INVALID_CONFIG,
+            "invalid network config",
+            f"ipam.{key} must be a pool name or a list of pool names, got "
+            f"{shown if len(shown) <= 80 else shown[:77] + '...'}",
+        )
+    return tuple(value)
 
 
 def _sticky(ipam: Mapping[str, Any]) -> bool:

@@ -378,13 +378,15 @@ def _attach_ip(
         return
     req = spec.ipam_request
     # Pushed before the call: a timed-out allocate may still have succeeded.
-    rb.push(
-        lambda: ipam.release(req.network, req.container_id, req.ifname),
-        f"release the addresses of {req.container_id}/{req.ifname}",
-    )
+    release = f"release the addresses of {req.container_id}/{req.ifname}"
+    rb.push(lambda: ipam.release(req.network, req.container_id, req.ifname), release)
     try:
         res = ipam.allocate(req)
     except IpamError as exc:
+        if exc.unchanged:
+            # The IPAM was never reached, so nothing is held: a release would
+            # fail the same way and keep a record GC retries forever.
+            rb.drop_last(release)
         raise CniError(exc.code, exc.msg, exc.details) from exc
     if not res.ips:
         raise CniError(IPAM_ERROR, "IPAM plugin returned missing IP config")
@@ -475,7 +477,9 @@ def detach(deps: Deps, req: DetachRequest, ipam: IpamClient | None) -> None:
         try:
             _release(ipam, req.network, req.container_id, req.ifname)
         except CniError as exc:
-            if exc.code != TRY_AGAIN_LATER:
+            cause = exc.__cause__
+            unreached = isinstance(cause, IpamError) and cause.unchanged
+            if exc.code != TRY_AGAIN_LATER and not unreached:
                 raise
             log.warning(
                 "ipamd unreachable; the address of %s/%s (if any) is left to "
@@ -647,7 +651,7 @@ def _restore_netdev(deps: Deps, st: VfState, side: PodSide) -> bool:
     host_name = st.host_ifname
     assert host_name is not None
     if side.link is not None and side.netns is not None:
-        return_to_host(deps.links, deps.netns, st.ifname, side.netns, host_name)
+        return_to_host(deps.links, deps.netns, side.link.name, side.netns, host_name)
     else:
         back = find_returned_vf(
             deps.links,

@@ -162,6 +162,7 @@ def move_into_pod(
             f"file exists: {exc}",
         ) from exc
     except KernelError as exc:
+        _guard_stranded(links, namespaces, host_name, ifname, pod_netns, rb)
         raise CniError(
             DEVICE_ERROR, f"setupVF failed: moving {host_name} into the pod", str(exc)
         ) from exc
@@ -170,6 +171,33 @@ def move_into_pod(
         f"move {ifname} back to the host as {host_name}",
     )
     return links.get(ifname, pod_netns)
+
+
+def _guard_stranded(
+    links: Links,
+    namespaces: Netns,
+    host_name: str,
+    ifname: str,
+    pod_netns: str,
+    rb: Rollback,
+) -> None:
+    """A failed move whose own undo failed too left the VF in the pod: one
+    more attempt goes on ``rb``, so that if it fails as well the rollback is
+    incomplete and the record stays for DEL, instead of a VF nobody knows of."""
+    try:
+        if links.find(host_name, None) is not None:
+            return
+        found = next(
+            (n for n in (host_name, ifname) if links.find(n, pod_netns) is not None),
+            None,
+        )
+        if found is not None:
+            rb.push(
+                lambda: return_to_host(links, namespaces, found, pod_netns, host_name),
+                f"move {found} back to the host as {host_name}",
+            )
+    except KernelError as exc:
+        log.error("cannot tell where %s was left: %s", host_name, exc)
 
 
 def return_to_host(

@@ -88,19 +88,30 @@ def find_pod_side(deps: Deps, st: VfState, cni_netns: str) -> PodSide:
     candidates = [st.netns] if recorded_alive else []
     if cni_netns and cni_netns != st.netns and _alive(deps, cni_netns):
         candidates.append(cni_netns)
+    # The host name too: an ADD killed between the move into the pod and the
+    # rename there left the VF in the pod under its host name.
+    names = [n for n in (st.ifname, st.host_ifname) if n]
     for netns in candidates:
         if st.dpdk:
             break
-        try:
-            link = deps.links.find(st.ifname, netns)
-        except NetnsNotFound:
-            continue
-        if link is not None and is_the_vf(link, st, netns == st.netns):
-            if netns != st.netns:
-                log.warning(
-                    "VF %s found in %s, not in its recorded netns", st.pci, netns
-                )
-            return PodSide(netns, link, recorded_alive)
+        for name in names:
+            try:
+                link = deps.links.find(name, netns)
+            except NetnsNotFound:
+                break
+            if link is not None and is_the_vf(link, st, netns == st.netns):
+                if netns != st.netns:
+                    log.warning(
+                        "VF %s found in %s, not in its recorded netns", st.pci, netns
+                    )
+                if name != st.ifname:
+                    log.warning(
+                        "VF %s found in the pod under its host name %s (an ADD "
+                        "stopped between the move and the rename)",
+                        st.pci,
+                        name,
+                    )
+                return PodSide(netns, link, recorded_alive)
     return PodSide(st.netns if recorded_alive else None, None, recorded_alive)
 
 

@@ -10,9 +10,12 @@ Two implementations, each imported lazily by ``cni.ipam.choose``:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
+
+from cni.errors import INVALID_CONFIG
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,11 +72,17 @@ class Attachment:
 class IpamError(Exception):
     """IPAM refused or failed; ``code`` is a CNI error code to report."""
 
-    def __init__(self, code: int, msg: str, details: str = "") -> None:
+    def __init__(
+        self, code: int, msg: str, details: str = "", *, unchanged: bool = False
+    ) -> None:
         super().__init__(msg)
         self.code = code
         self.msg = msg
         self.details = details
+        #: The IPAM was never reached (not found, unusable, no daemon
+        #: answering): nothing can have been allocated or released by this
+        #: call, so nothing is left to undo or to retry later.
+        self.unchanged = unchanged
 
 
 class IpamClient(Protocol):
@@ -100,3 +109,19 @@ class IpamClient(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+#: A plugin type is a bare file name looked up in CNI_PATH, never a path: a
+#: "/" or ".." would run a binary outside the directories the runtime chose.
+_PLUGIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}")
+
+
+def check_plugin_type(plugin: object) -> None:
+    """IpamError 7 (``unchanged``) unless ``plugin`` is a bare plugin name."""
+    if not isinstance(plugin, str) or not _PLUGIN_NAME.fullmatch(plugin):
+        raise IpamError(
+            INVALID_CONFIG,
+            "invalid IPAM plugin type",
+            f"{repr(plugin)[:80]}: a plugin name from CNI_PATH, not a path",
+            unchanged=True,
+        )

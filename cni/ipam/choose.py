@@ -11,7 +11,7 @@ Standard library only at module level.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from cni.ipam import IpamClient
@@ -33,16 +33,22 @@ def ipam_type(netconf: Mapping[str, Any]) -> str:
 
 
 def choose_ipam(
-    netconf: Mapping[str, Any], env: Mapping[str, str]
+    netconf: Mapping[str, Any],
+    env: Mapping[str, str],
+    budget: Callable[[], float | None] | None = None,
 ) -> IpamClient | None:
-    """The IpamClient for ``netconf`` (the whole plugin config), None without ipam."""
+    """The IpamClient for ``netconf`` (the whole plugin config), None without ipam.
+
+    ``budget`` (``cni.deadline.remaining``) bounds every blocking IPAM call by
+    the time the command has left.
+    """
     kind = ipam_type(netconf)
     if not kind:
         return None
     if kind in IPAMD_TYPES:
         from cni.ipam.grpc_client import IpamdClient
 
-        return IpamdClient.from_netconf(netconf, env)
+        return IpamdClient.from_netconf(netconf, env, budget=budget)
     from cni.ipam.delegate import DelegateIpam
 
-    return DelegateIpam(netconf, env)
+    return DelegateIpam(netconf, env, budget=budget)

@@ -35,11 +35,11 @@ import json
 import logging
 import os
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from cni.errors import INVALID_CONFIG, IPAM_ERROR
+from cni.errors import INVALID_CONFIG, IPAM_ERROR, TRY_AGAIN_LATER
 from cni.ipam import (
     Attachment,
     IpamAddress,
@@ -47,6 +47,7 @@ from cni.ipam import (
     IpamRequest,
     IpamResult,
     IpamRoute,
+    check_plugin_type,
 )
 from cni.types import Result
 from cni.version import GC_SINCE, config_version, greater_than_or_equal
@@ -58,11 +59,15 @@ _STDERR_TAIL = 2000
 
 
 def find_in_path(plugin: str, paths: Sequence[str]) -> Path:
-    """First ``<dir>/<plugin>`` that is executable (Go ``invoke.FindInPath``)."""
-    if not plugin or "/" in plugin or plugin in (".", ".."):
-        raise IpamError(INVALID_CONFIG, "invalid IPAM plugin type", repr(plugin))
+    """First ``<dir>/<plugin>`` that is executable (Go ``invoke.FindInPath``).
+
+    Raised errors are ``unchanged``: no delegate ran, nothing was allocated.
+    """
+    check_plugin_type(plugin)
     if not paths:
-        raise IpamError(IPAM_ERROR, "no paths provided", "CNI_PATH is empty")
+        raise IpamError(
+            IPAM_ERROR, "no paths provided", "CNI_PATH is empty", unchanged=True
+        )
     for d in paths:
         cand = Path(d) / plugin
         if cand.is_file() and os.access(cand, os.X_OK):
@@ -70,6 +75,7 @@ def find_in_path(plugin: str, paths: Sequence[str]) -> Path:
     raise IpamError(
         IPAM_ERROR,
         f'failed to find plugin "{plugin}" in path [{" ".join(paths)}]',
+        unchanged=True,
     )
 
 
@@ -106,11 +112,13 @@ class DelegateIpam:
         netconf: Mapping[str, Any],
         env: Mapping[str, str],
         timeout: float | None = DEFAULT_TIMEOUT,
+        budget: Callable[[], float | None] | None = None,
     ) -> None:
         ipam = netconf.get("ipam")
         if not isinstance(ipam, Mapping) or not isinstance(ipam.get("type"), str):
             raise IpamError(INVALID_CONFIG, "IPAM config missing 'type' key")
         self.plugin_type: str = ipam["type"]
+        self._budget = budget
         self.netconf = dict(netconf)
         self.env = dict(env)
         self.timeout = timeout
@@ -148,20 +156,34 @@ class DelegateIpam:
             else json.dumps(dict(conf if conf is not None else self.netconf)).encode()
         )
         log.debug("ipam delegate: %s %s", command, binary)
+        # The command's deadline bounds the delegate too: waiting on a child
+        # blocks where the deadline's signal cannot end the wait cleanly.
+        timeout = self.timeout
+        left = self._budget() if self._budget is not None else None
+        if left is not None:
+            if left <= 0:
+                raise IpamError(
+                    TRY_AGAIN_LATER,
+                    f"ipam plugin {self.plugin_type}: no time left before the "
+                    "command's deadline",
+                    f"{command} not run",
+                    unchanged=True,
+                )
+            timeout = left if timeout is None else min(timeout, left)
         try:
             proc = subprocess.run(
                 [str(binary)],
                 input=stdin,
                 env=env,
                 capture_output=True,
-                timeout=self.timeout,
+                timeout=timeout,
                 check=False,
             )
         except subprocess.TimeoutExpired as e:
             raise IpamError(
-                IPAM_ERROR,
+                TRY_AGAIN_LATER if timeout != self.timeout else IPAM_ERROR,
                 f"ipam plugin {self.plugin_type} timed out",
-                f"{command} did not finish within {self.timeout:g}s",
+                f"{command} did not finish within {timeout:g}s",
             ) from e
         except OSError as e:
             raise IpamError(

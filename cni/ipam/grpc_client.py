@@ -17,7 +17,7 @@ unknown pool, bad request) is 101 with ipamd's reason as the message.
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -81,9 +81,19 @@ def reply_to_result(reply: pb.AllocateReply) -> IpamResult:
     return result
 
 
+#: Seconds left for a blocking call before the command's deadline (None:
+#: unbounded); the plugins pass ``cni.deadline.remaining``.
+Budget = Callable[[], "float | None"]
+
+
 def _error(op: str, err: transport.IpamdCallError, transient: int) -> IpamError:
     if err.unreachable:
-        return IpamError(transient, f"ipamd is not reachable ({op})", err.describe())
+        return IpamError(
+            transient,
+            f"ipamd is not reachable ({op})",
+            err.describe(),
+            unchanged=err.changed_nothing,
+        )
     where = f"ipamd {op} at {err.target}: {err.code.name}"
     return IpamError(IPAM_ERROR, err.details or f"ipamd {op} failed", where)
 
@@ -98,17 +108,24 @@ class IpamdClient:
         tls_ca: Path | None = None,
         tls_cert: Path | None = None,
         tls_key: Path | None = None,
+        budget: Budget | None = None,
     ) -> None:
-        """``target``: endpoint(s) to dial, or a transport client to adapt."""
+        """``target``: endpoint(s) to dial, or a transport client to adapt;
+        ``budget``: bounds every call by the time the command has left."""
         self.ipamd = (
             target
             if isinstance(target, transport.IpamdClient)
             else transport.IpamdClient(target, timeout, tls_ca, tls_cert, tls_key)
         )
+        self._configured_timeout = self.ipamd.timeout
+        self._budget = budget
 
     @classmethod
     def from_netconf(
-        cls, netconf: Mapping[str, Any], env: Mapping[str, str]
+        cls,
+        netconf: Mapping[str, Any],
+        env: Mapping[str, str],
+        budget: Budget | None = None,
     ) -> IpamdClient:
         """The client for a plugin config (see ``ipamd.client.IpamdClient.
         from_config`` for ``ipam.endpoints``/``socket``/``timeout``/``tls_*``)."""
@@ -118,8 +135,29 @@ class IpamdClient:
                 ipam if isinstance(ipam, Mapping) else {}, env
             )
         except ValueError as exc:
-            raise CniError(INVALID_CONFIG, "invalid ipam endpoints", str(exc)) from None
-        return cls(client)
+            raise CniError(INVALID_CONFIG, "invalid ipam config", str(exc)) from None
+        return cls(client, budget=budget)
+
+    def _bound(self, op: str) -> None:
+        """Fit the next call into the command's deadline.
+
+        The failover loop retries refusals until its timeout; past the
+        command's deadline that would end in the deadline's kill (105) with
+        the rollback not run. Stopping early answers 11, and the runtime
+        retries the ADD later.
+        """
+        left = self._budget() if self._budget is not None else None
+        if left is None:
+            self.ipamd.timeout = self._configured_timeout
+            return
+        if left <= 0:
+            raise IpamError(
+                TRY_AGAIN_LATER,
+                f"ipamd {op}: no time left before the command's deadline",
+                f"{self.ipamd.target} not tried",
+                unchanged=True,
+            )
+        self.ipamd.timeout = min(self._configured_timeout, left)
 
     @property
     def target(self) -> str:
@@ -134,6 +172,7 @@ class IpamdClient:
         return self.ipamd.stub
 
     def allocate(self, req: IpamRequest) -> IpamResult:
+        self._bound("allocate")
         try:
             reply = self.ipamd.allocate(request_to_proto(req))
         except transport.IpamdCallError as err:
@@ -141,12 +180,14 @@ class IpamdClient:
         return reply_to_result(reply)
 
     def release(self, network: str, container_id: str, ifname: str) -> None:
+        self._bound("release")
         try:
             self.ipamd.release(network, container_id, ifname)
         except transport.IpamdCallError as err:
             raise _error("release", err, TRY_AGAIN_LATER) from None
 
     def check(self, network: str, container_id: str, ifname: str) -> IpamResult:
+        self._bound("check")
         try:
             reply = self.ipamd.check(network, container_id, ifname)
         except transport.IpamdCallError as err:
@@ -154,6 +195,7 @@ class IpamdClient:
         return reply_to_result(reply)
 
     def gc(self, network: str, valid: Sequence[Attachment]) -> int:
+        self._bound("gc")
         try:
             return self.ipamd.gc(network, [(a.container_id, a.ifname) for a in valid])
         except transport.IpamdCallError as err:
@@ -161,7 +203,12 @@ class IpamdClient:
 
     def status(self) -> None:
         try:
+            self._bound("status")
             reply = self.ipamd.status()
+        except IpamError as err:
+            raise IpamError(
+                STATUS_UNAVAILABLE, "ipamd is not available", err.msg
+            ) from None
         except transport.IpamdCallError as err:
             raise IpamError(
                 STATUS_UNAVAILABLE, "ipamd is not available", err.describe()

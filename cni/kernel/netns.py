@@ -56,7 +56,9 @@ def register_cache(cache: _SocketCache) -> None:
 def open_netns(path: str) -> int:
     """An O_RDONLY fd on the network namespace at ``path``; NetnsNotFound otherwise."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        # Non-blocking: a FIFO given as a netns would block a plain open until
+        # a writer came, past any deadline; nsfs files ignore the flag.
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY)
     except OSError as exc:
         raise NetnsNotFound(f"netns {path}: {exc.strerror}", exc.errno) from exc
     try:

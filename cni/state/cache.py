@@ -51,10 +51,41 @@ def _create_temp(directory: Path, name: str) -> tuple[int, Path]:
     """
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
     while True:
-        tmp = directory / f".{name}.{os.urandom(6).hex()}.tmp"
+        # The writer's pid in the name lets a later command tell the temp
+        # file of a killed writer (swept) from one being written now.
+        tmp = directory / f".{name}.{os.getpid()}-{os.urandom(6).hex()}.tmp"
         try:
             return os.open(tmp, flags, 0o600), tmp
         except FileExistsError:
+            continue
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # exists, owned by someone else
+    return True
+
+
+def sweep_temps(directory: Path, name: str) -> None:
+    """Remove the temp files of ``name`` whose writer is dead (SIGKILLed
+    between creating and renaming them): they must not outlive it."""
+    try:
+        candidates = list(directory.glob(f".{name}.*.tmp"))
+    except OSError:
+        return
+    for tmp in candidates:
+        pid_text = tmp.name[len(name) + 2 :].split("-", 1)[0]
+        if not pid_text.isdigit() or int(pid_text) == os.getpid():
+            continue
+        if _pid_alive(int(pid_text)):
+            continue
+        try:
+            tmp.unlink()
+        except OSError:
             continue
 
 
@@ -105,6 +136,7 @@ class StateCache:
         final = self.path(container_id, ifname)
         try:
             self._ensure_dir()
+            sweep_temps(self.dir, final.name)
             fd, tmp = _create_temp(self.dir, final.name)
             try:
                 with os.fdopen(fd, "wb") as f:
@@ -153,8 +185,10 @@ class StateCache:
         return data
 
     def delete(self, container_id: str, ifname: str) -> bool:
-        """Remove the record; True if one existed. Idempotent."""
+        """Remove the record (and dead writers' temp files); True if one
+        existed. Idempotent."""
         path = self.path(container_id, ifname)
+        sweep_temps(self.dir, path.name)
         try:
             path.unlink()
         except FileNotFoundError:

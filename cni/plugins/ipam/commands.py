@@ -43,9 +43,10 @@ ClientFactory = Callable[[Mapping[str, Any], Mapping[str, str]], IpamClient]
 
 
 def _real_client(netconf: Mapping[str, Any], env: Mapping[str, str]) -> IpamClient:
+    from cni import deadline
     from cni.ipam.grpc_client import IpamdClient
 
-    return IpamdClient.from_netconf(netconf, env)
+    return IpamdClient.from_netconf(netconf, env, budget=deadline.remaining)
 
 
 def to_result(res: IpamResult, cni_version: str) -> Result:

@@ -343,3 +343,43 @@ def test_sigterm_finishes_the_request_in_flight_and_removes_the_socket(
         assert pending.result().returncode == 0
     agent.proc.wait(timeout=10)
     assert not agent.socket.exists()
+
+
+def test_an_add_whose_result_stdout_cannot_take_is_deleted_through_the_agent(
+    agent: AgentProc, tmp_path: Path
+):
+    """stdout full: the runtime never sees the ADD, so the shim DELs it (the
+    echo plugin's DEL fails with its PROBE, which shows it ran)."""
+    with open("/dev/full", "wb") as full:
+        done = subprocess.run(
+            [str(shim(tmp_path, "echo"))],
+            input=conf(prevResult=PREV),
+            env={**ENV, "RAILYARD_AGENT_SOCKET": str(agent.socket), "PROBE": "back"},
+            stdout=full,
+            stderr=subprocess.PIPE,
+            timeout=30,
+        )
+    assert done.returncode == 1
+    assert b"ADD result could not be written" in done.stderr
+    assert b"DEL failed: PROBE=back" in done.stderr  # the rollback's DEL ran
+    assert b"Traceback" not in done.stderr
+
+
+def test_a_del_whose_stdout_fails_is_not_followed_by_anything(
+    agent: AgentProc, tmp_path: Path
+):
+    with open("/dev/full", "wb") as full:
+        done = subprocess.run(
+            [str(shim(tmp_path, "echo"))],
+            input=conf(),
+            env={
+                **ENV,
+                "CNI_COMMAND": "DEL",
+                "RAILYARD_AGENT_SOCKET": str(agent.socket),
+            },
+            stdout=full,
+            stderr=subprocess.PIPE,
+            timeout=30,
+        )
+    assert done.returncode == 1
+    assert b"rolling back" not in done.stderr

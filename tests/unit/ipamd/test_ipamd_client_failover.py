@@ -260,10 +260,33 @@ def test_endpoints_come_from_config_then_env_then_default(ipam, env, expected) -
         assert c.targets == expected
 
 
-@pytest.mark.parametrize("timeout", [0, -1, True, "5", 10**100, float("nan")])
-def test_an_unusable_timeout_falls_back_to_the_default(timeout) -> None:
-    with IpamdClient.from_config({"timeout": timeout}, {}) as c:
+@pytest.mark.parametrize(
+    "timeout",
+    [0, -1, True, "5", 10**100, 2**64, float("nan"), float("inf"), -0.5, [5]],
+)
+def test_an_unusable_timeout_is_refused(timeout) -> None:
+    # Falling back silently would hide the operator's mistake (NaN, a string)
+    # behind a 30 s default they did not ask for.
+    with pytest.raises(ValueError, match="ipam timeout must be a number"):
+        IpamdClient.from_config({"timeout": timeout}, {})
+
+
+def test_no_timeout_means_the_default() -> None:
+    with IpamdClient.from_config({}, {}) as c:
         assert c.timeout == 30.0
+    with IpamdClient.from_config({"timeout": 2.5}, {}) as c:
+        assert c.timeout == 2.5
+
+
+def test_a_socket_path_that_is_not_a_socket_is_refused(tmp_path) -> None:
+    plain = tmp_path / "plain"
+    plain.write_text("")
+    for target in (str(plain), str(tmp_path), f"unix://{plain}"):
+        with pytest.raises(ValueError, match="is not a socket"):
+            IpamdClient.from_config({"socket": target}, {})
+    # Missing is fine: ipamd may be starting and is retried until the deadline.
+    with IpamdClient.from_config({"socket": str(tmp_path / "nope.sock")}, {}) as c:
+        assert c.targets == (str(tmp_path / "nope.sock"),)
 
 
 def test_blank_endpoints_are_dropped_and_none_at_all_is_refused() -> None:
@@ -280,3 +303,45 @@ def test_endpoints_of_another_type_are_a_config_error(endpoints) -> None:
     with pytest.raises(CniError) as err:
         PluginClient.from_netconf(netconf, {})
     assert err.value.code == INVALID_CONFIG
+
+
+def test_the_plugin_client_stops_retrying_when_the_command_deadline_is_near(
+    tmp_path: Path,
+) -> None:
+    """Only standbys answer: the failover loop would retry for ipam.timeout
+    (30 s here), past the ADD's deadline. Bounded by the budget the command
+    has left, it answers 11 in time, and says nothing was changed."""
+    server = FakeServer(tmp_path / "standby.sock", standby)
+    try:
+        left = [1.0]
+        client = PluginClient(
+            [str(tmp_path / "standby.sock")], timeout=30.0, budget=lambda: left[0]
+        )
+        start = time.monotonic()
+        with pytest.raises(IpamError) as info:
+            client.allocate(request("c-budget"))
+        spent = time.monotonic() - start
+        assert info.value.code == TRY_AGAIN_LATER
+        assert info.value.unchanged  # every attempt was refused: nothing held
+        assert 0.8 < spent < 3.0, spent
+        left[0] = 0.0
+        with pytest.raises(IpamError) as info:
+            client.release("rail1", "c-budget", "net1")
+        assert info.value.code == TRY_AGAIN_LATER
+        assert "no time left" in info.value.msg
+        client.close()
+    finally:
+        server.stop()
+
+
+def test_a_timed_out_attempt_is_not_unchanged() -> None:
+    from ipamd.client import Attempt
+
+    err = IpamdCallError(
+        "Allocate",
+        [
+            Attempt("a", grpc.StatusCode.UNAVAILABLE, "refused"),
+            Attempt("b", grpc.StatusCode.DEADLINE_EXCEEDED, "slow"),
+        ],
+    )
+    assert err.unreachable and not err.changed_nothing

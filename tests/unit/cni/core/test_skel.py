@@ -548,16 +548,29 @@ def test_ipam_error_keeps_its_code(run_cni, recorder):
     assert r.json["details"] == "connect: no such file"
 
 
-def test_unexpected_exception_is_code_999_with_traceback_only_in_logs(
-    run_cni, recorder
-):
+def test_unexpected_exception_is_code_999_with_one_line_on_stderr(run_cni, recorder):
     recorder.raise_exc = ZeroDivisionError("division by zero")
     r = run_cni(base_env("ADD"), netconf())
     assert r.code == 1
     assert r.json["code"] == 999
     assert r.json["msg"] == "division by zero"
-    assert "Traceback" in r.stderr
     assert "Traceback" not in r.stdout
+    # A runtime shows stderr next to the error: one line with the cause.
+    assert "Traceback" not in r.stderr
+    assert "ADD failed unexpectedly: division by zero" in r.stderr
+
+
+def test_unexpected_exception_traceback_goes_to_the_log_file_once(
+    run_cni, recorder, tmp_path
+):
+    recorder.raise_exc = ZeroDivisionError("division by zero")
+    log_file = tmp_path / "plugin.log"
+    r = run_cni(base_env("ADD"), netconf(logFile=str(log_file)))
+    assert r.json["code"] == 999
+    text = log_file.read_text()
+    assert text.count("Traceback") == 1
+    assert "ZeroDivisionError" in text
+    assert "Traceback" not in r.stderr
 
 
 def test_rollback_failures_are_appended_to_error_details(run_cni):
