@@ -27,6 +27,10 @@ PRELOAD: tuple[str, ...] = (
     "cni.ipam.choose",
     "cni.ipam.grpc_client",
     "cni.ipam.delegate",
+    # grpc loads its channel code at the first insecure_channel(): ~5 ms of
+    # every worker's ipamd call otherwise. Importing it starts no thread
+    # (the agent never opens a channel before forking).
+    "grpc._channel",
 )
 
 
