@@ -29,6 +29,7 @@ import pytest
 from railyard_sim import agent, daemon
 from railyard_sim.lab import Lab
 from railyard_sim.runtime import DEBIAN_BIN, Attachment, PluginError, Runtime
+from tests.doubles.lab_ipamd import lab_with_ipamd
 from tests.doubles.sriov_lab import link
 
 pytestmark = pytest.mark.integration
@@ -36,17 +37,12 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture
 def lab(tmp_path: Path) -> Iterator[Lab]:
-    with Lab.up(tmp_path / "lab", rails=1, vfs_per_pf=1) as lab:
-        daemon.start(lab.dir)
+    with lab_with_ipamd(tmp_path, rails=1, vfs_per_pf=1) as lab:
+        agent.start(lab.dir)
         try:
-            daemon.apply_pools(lab.dir, lab.pools_file)
-            agent.start(lab.dir)
-            try:
-                yield lab
-            finally:
-                agent.stop(lab.dir, sig=signal.SIGKILL)
+            yield lab
         finally:
-            daemon.stop(lab.dir)
+            agent.stop(lab.dir, sig=signal.SIGKILL)
 
 
 @pytest.fixture

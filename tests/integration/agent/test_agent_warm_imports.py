@@ -21,25 +21,21 @@ import pytest
 from railyard_sim import agent, daemon
 from railyard_sim.lab import Lab
 from railyard_sim.runtime import DEBIAN_BIN, Attachment, Runtime
+from tests.doubles.lab_ipamd import lab_with_ipamd
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
 def lab(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Lab]:
-    with Lab.up(tmp_path / "lab", rails=1, vfs_per_pf=1) as lab:
-        daemon.start(lab.dir)
+    with lab_with_ipamd(tmp_path, rails=1, vfs_per_pf=1) as lab:
+        with monkeypatch.context() as env:
+            env.setenv("PYTHONPROFILEIMPORTTIME", "1")
+            agent.start(lab.dir)
         try:
-            daemon.apply_pools(lab.dir, lab.pools_file)
-            with monkeypatch.context() as env:
-                env.setenv("PYTHONPROFILEIMPORTTIME", "1")
-                agent.start(lab.dir)
-            try:
-                yield lab
-            finally:
-                agent.stop(lab.dir)
+            yield lab
         finally:
-            daemon.stop(lab.dir)
+            agent.stop(lab.dir)
 
 
 def test_a_warm_add_and_del_import_nothing_in_the_worker(

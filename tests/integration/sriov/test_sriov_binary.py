@@ -27,6 +27,7 @@ from railyard_sim.runtime import (
     Runtime,
     plugin_bin_dir,
 )
+from tests.doubles.lab_ipamd import lab_with_ipamd
 from tests.doubles.sriov_lab import addresses, link, netns_name, routes, rules
 
 pytestmark = pytest.mark.integration
@@ -42,14 +43,10 @@ K8S_ARGS = {
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    root = tmp_path_factory.mktemp("sriov-bin")
-    with Lab.up(root / "lab", rails=8, vfs_per_pf=2) as lab:
-        daemon.start(lab.dir)
-        try:
-            daemon.apply_pools(lab.dir, lab.pools_file)
-            yield lab
-        finally:
-            daemon.stop(lab.dir)
+    with lab_with_ipamd(
+        tmp_path_factory.mktemp("sriov-bin"), rails=8, vfs_per_pf=2
+    ) as lab:
+        yield lab
 
 
 @pytest.fixture(scope="module")

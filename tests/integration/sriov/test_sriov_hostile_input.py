@@ -25,6 +25,7 @@ import pytest
 from railyard_sim import daemon
 from railyard_sim.lab import Lab
 from railyard_sim.runtime import plugin_bin_dir
+from tests.doubles.lab_ipamd import lab_with_ipamd
 from tests.doubles.sriov_lab import link, pod_links
 
 pytestmark = pytest.mark.integration
@@ -55,14 +56,10 @@ class Env:
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    root = tmp_path_factory.mktemp("hostile")
-    with Lab.up(root / "lab", rails=1, vfs_per_pf=2) as lab:
-        daemon.start(lab.dir)
-        try:
-            daemon.apply_pools(lab.dir, lab.pools_file)
-            yield lab
-        finally:
-            daemon.stop(lab.dir)
+    with lab_with_ipamd(
+        tmp_path_factory.mktemp("hostile"), rails=1, vfs_per_pf=2
+    ) as lab:
+        yield lab
 
 
 @pytest.fixture
