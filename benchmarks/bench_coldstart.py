@@ -369,17 +369,20 @@ def main() -> None:
     opts = parser.parse_args()
     for package in ("cni", "ipamd", "sim/railyard_sim"):
         compileall.compile_dir(REPO / package, quiet=1, workers=0)
-    root = Path(tempfile.mkdtemp(prefix="rq-coldstart-"))
-    print(
-        f"{opts.runs} runs per case, wall ms (median, min); import ms from the run "
-        f"with the least import time; {os.cpu_count()} CPUs, "
-        f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
-    )
-    print(header())
-    entry_cases(opts.runs, root / "state", opts.cni_bin)
-    if not opts.no_lab:
-        lab_cases(opts.runs, root)
-    print(f"load average at the end {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    with tempfile.TemporaryDirectory(prefix="rq-coldstart-") as tmp:
+        root = Path(tmp)
+        print(
+            f"{opts.runs} runs per case, wall ms (median, min); import ms from the run "
+            f"with the least import time; {os.cpu_count()} CPUs, "
+            f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+        )
+        print(header())
+        entry_cases(opts.runs, root / "state", opts.cni_bin)
+        if not opts.no_lab:
+            lab_cases(opts.runs, root)
+        print(
+            f"load average at the end {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+        )
 
 
 if __name__ == "__main__":

@@ -229,92 +229,97 @@ CASES: list[tuple[str, str, Case, bool]] = [
 
 def run(runs: int, columns: list[str], burst_runs: int) -> None:
     compile_bytecode()
-    root = Path(tempfile.mkdtemp(prefix="rv-bench-"))
-    with Lab.up(root / "lab", rails=RAILS, vfs_per_pf=VFS) as lab:
-        daemon.start(lab.dir)
-        agent.start(lab.dir)
-        try:
-            daemon.apply_pools(lab.dir, lab.pools_file)
-            base = {
-                **daemon.client_env(lab.dir),
-                "RAILYARD_STATE_DIR": str(root / "state"),
-                "RAILYARD_NODE_NAME": "bench",
-                "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            }
-            warm_env = base
-            warm_bins = agent.shim_bin_dir(root / "warm", lab.dir)
-            # The same shims with no agent behind their socket: direct mode.
-            direct_bins = agent.shim_bin_dir(
-                root / "direct", lab.dir, socket=root / "no-agent.sock"
-            )
-            benches = {
-                "warm": Bench(
-                    lab,
-                    Runtime(
-                        [warm_bins, DEBIAN_BIN], env=warm_env, cache_dir=root / "c1"
+    with tempfile.TemporaryDirectory(prefix="rv-bench-") as tmp:
+        root = Path(tmp)
+        with Lab.up(root / "lab", rails=RAILS, vfs_per_pf=VFS) as lab:
+            daemon.start(lab.dir)
+            agent.start(lab.dir)
+            try:
+                daemon.apply_pools(lab.dir, lab.pools_file)
+                base = {
+                    **daemon.client_env(lab.dir),
+                    "RAILYARD_STATE_DIR": str(root / "state"),
+                    "RAILYARD_NODE_NAME": "bench",
+                    "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                }
+                warm_env = base
+                warm_bins = agent.shim_bin_dir(root / "warm", lab.dir)
+                # The same shims with no agent behind their socket: direct mode.
+                direct_bins = agent.shim_bin_dir(
+                    root / "direct", lab.dir, socket=root / "no-agent.sock"
+                )
+                benches = {
+                    "warm": Bench(
+                        lab,
+                        Runtime(
+                            [warm_bins, DEBIAN_BIN], env=warm_env, cache_dir=root / "c1"
+                        ),
+                        lambda rail, vf, det: ours(lab, rail, vf, det),
                     ),
-                    lambda rail, vf, det: ours(lab, rail, vf, det),
-                ),
-                "direct": Bench(
-                    lab,
-                    Runtime([direct_bins, DEBIAN_BIN], env=base, cache_dir=root / "c2"),
-                    lambda rail, vf, det: ours(lab, rail, vf, det),
-                ),
-                "go": Bench(
-                    lab,
-                    Runtime([DEBIAN_BIN], env=base, cache_dir=root / "c3"),
-                    lambda rail, vf, det: debian(lab, rail, vf, root / "hl"),
-                ),
-            }
-            benches = {k: v for k, v in benches.items() if k in columns}
-            print(
-                f"median (min) of {runs} runs in ms, each plugin call a fresh exec; "
-                f"{os.cpu_count()} CPUs; load average {load_average()}",
-                flush=True,
-            )
-            print(f"{'case':36}" + "".join(f"{c:>16}" for c in benches), flush=True)
-            for add_label, del_label, case, ours_only in CASES:
-                adds: dict[str, list[float]] = {c: [] for c in benches}
-                dels: dict[str, list[float]] = {c: [] for c in benches}
-                burst = add_label.startswith("8 pods")
-                for column, bench in benches.items():
-                    if ours_only and column == "go":
-                        continue
-                    try:
-                        if not burst:  # the burst comes last: caches are warm
-                            case(bench)  # warm the page cache
-                        for _ in range(burst_runs if burst else runs):
-                            a, d = case(bench)
-                            adds[column].append(a)
-                            dels[column].append(d)
-                    except PluginError as exc:
-                        print(f"{column} {add_label}: {exc}", file=sys.stderr)
-                        print(exc.stderr[-3000:], file=sys.stderr)
-                        raise
-                rows = [(add_label, adds)] + ([(del_label, dels)] if del_label else [])
-                for label, samples in rows:
-                    cells = "".join(f"{ms(samples[c]):>16}" for c in benches)
-                    print(f"{label:36}{cells}", flush=True)
-            versions: dict[str, list[float]] = {c: [] for c in benches}
-            launchers = {
-                "warm": (warm_bins / "sriov", warm_env),
-                "direct": (direct_bins / "sriov", base),
-                "go": (DEBIAN_BIN / "host-device", base),
-            }
-            today = plugin_bin_dir(lab.dir) / "sriov"
-            today_samples: list[float] = []
-            for _ in range(max(runs, 10)):
-                for column in benches:
-                    binary, env = launchers[column]
-                    versions[column].append(version_time(binary, env))
-                today_samples.append(version_time(today, base))
-            cells = "".join(f"{ms(versions[c]):>16}" for c in benches)
-            print(f"{'VERSION':36}{cells}")
-            print(f"{'VERSION, console script (before)':36}{ms(today_samples):>16}")
-            print(f"load average at the end {load_average()}")
-        finally:
-            agent.stop(lab.dir)
-            daemon.stop(lab.dir)
+                    "direct": Bench(
+                        lab,
+                        Runtime(
+                            [direct_bins, DEBIAN_BIN], env=base, cache_dir=root / "c2"
+                        ),
+                        lambda rail, vf, det: ours(lab, rail, vf, det),
+                    ),
+                    "go": Bench(
+                        lab,
+                        Runtime([DEBIAN_BIN], env=base, cache_dir=root / "c3"),
+                        lambda rail, vf, det: debian(lab, rail, vf, root / "hl"),
+                    ),
+                }
+                benches = {k: v for k, v in benches.items() if k in columns}
+                print(
+                    f"median (min) of {runs} runs in ms, each plugin call a fresh "
+                    f"exec; {os.cpu_count()} CPUs; load average {load_average()}",
+                    flush=True,
+                )
+                print(f"{'case':36}" + "".join(f"{c:>16}" for c in benches), flush=True)
+                for add_label, del_label, case, ours_only in CASES:
+                    adds: dict[str, list[float]] = {c: [] for c in benches}
+                    dels: dict[str, list[float]] = {c: [] for c in benches}
+                    burst = add_label.startswith("8 pods")
+                    for column, bench in benches.items():
+                        if ours_only and column == "go":
+                            continue
+                        try:
+                            if not burst:  # the burst comes last: caches are warm
+                                case(bench)  # warm the page cache
+                            for _ in range(burst_runs if burst else runs):
+                                a, d = case(bench)
+                                adds[column].append(a)
+                                dels[column].append(d)
+                        except PluginError as exc:
+                            print(f"{column} {add_label}: {exc}", file=sys.stderr)
+                            print(exc.stderr[-3000:], file=sys.stderr)
+                            raise
+                    rows = [(add_label, adds)] + (
+                        [(del_label, dels)] if del_label else []
+                    )
+                    for label, samples in rows:
+                        cells = "".join(f"{ms(samples[c]):>16}" for c in benches)
+                        print(f"{label:36}{cells}", flush=True)
+                versions: dict[str, list[float]] = {c: [] for c in benches}
+                launchers = {
+                    "warm": (warm_bins / "sriov", warm_env),
+                    "direct": (direct_bins / "sriov", base),
+                    "go": (DEBIAN_BIN / "host-device", base),
+                }
+                today = plugin_bin_dir(lab.dir) / "sriov"
+                today_samples: list[float] = []
+                for _ in range(max(runs, 10)):
+                    for column in benches:
+                        binary, env = launchers[column]
+                        versions[column].append(version_time(binary, env))
+                    today_samples.append(version_time(today, base))
+                cells = "".join(f"{ms(versions[c]):>16}" for c in benches)
+                print(f"{'VERSION':36}{cells}")
+                print(f"{'VERSION, console script (before)':36}{ms(today_samples):>16}")
+                print(f"load average at the end {load_average()}")
+            finally:
+                agent.stop(lab.dir)
+                daemon.stop(lab.dir)
 
 
 def main() -> None:

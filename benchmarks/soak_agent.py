@@ -40,67 +40,68 @@ def vitals(pid: int) -> str:
 
 
 def run(cycles: int) -> None:
-    root = Path(tempfile.mkdtemp(prefix="ry-soak-"))
-    with Lab.up(root / "lab", rails=1, vfs_per_pf=1) as lab:
-        daemon.start(lab.dir)
-        agent.start(lab.dir)
-        try:
-            daemon.apply_pools(lab.dir, lab.pools_file)
-            pid = agent.running_pid(lab.dir)
-            assert pid is not None
-            r = lab.rail(1)
-            conf = {
-                "cniVersion": "1.0.0",
-                "name": "soak",
-                "plugins": [
-                    {
-                        "type": "sriov",
-                        "deviceID": r.vfs[0].pci,
-                        "detectIPConflict": False,
-                        "detectGateway": False,
-                        "ipam": {
-                            "type": "spiderpool",
-                            "default_ipv4_ippool": [r.pool_v4],
-                        },
-                    }
-                ],
-            }
-            env = {
-                **daemon.client_env(lab.dir),
-                "RAILYARD_STATE_DIR": str(root / "state"),
-                "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            }
-            bins = agent.shim_bin_dir(root / "bin", lab.dir)
-            rt = Runtime([bins], env=env, cache_dir=root / "cache")
-            ns = lab.netns_name("soak")
-            subprocess.run(["ip", "netns", "add", ns], check=True)
+    with tempfile.TemporaryDirectory(prefix="ry-soak-") as tmp:
+        root = Path(tmp)
+        with Lab.up(root / "lab", rails=1, vfs_per_pf=1) as lab:
+            daemon.start(lab.dir)
+            agent.start(lab.dir)
             try:
-                pod = f"/var/run/netns/{ns}"
-                # One cycle first: the page cache and ipamd's first connection.
-                att = Attachment("soak-warmup", pod, "net1")
-                rt.add(conf, att)
-                rt.delete(conf, att)
-                print(f"before      {vitals(pid)}", flush=True)
-                t0 = time.monotonic()
-                for i in range(1, cycles + 1):
-                    att = Attachment(f"soak{i}", pod, "net1")
+                daemon.apply_pools(lab.dir, lab.pools_file)
+                pid = agent.running_pid(lab.dir)
+                assert pid is not None
+                r = lab.rail(1)
+                conf = {
+                    "cniVersion": "1.0.0",
+                    "name": "soak",
+                    "plugins": [
+                        {
+                            "type": "sriov",
+                            "deviceID": r.vfs[0].pci,
+                            "detectIPConflict": False,
+                            "detectGateway": False,
+                            "ipam": {
+                                "type": "spiderpool",
+                                "default_ipv4_ippool": [r.pool_v4],
+                            },
+                        }
+                    ],
+                }
+                env = {
+                    **daemon.client_env(lab.dir),
+                    "RAILYARD_STATE_DIR": str(root / "state"),
+                    "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                }
+                bins = agent.shim_bin_dir(root / "bin", lab.dir)
+                rt = Runtime([bins], env=env, cache_dir=root / "cache")
+                ns = lab.netns_name("soak")
+                subprocess.run(["ip", "netns", "add", ns], check=True)
+                try:
+                    pod = f"/var/run/netns/{ns}"
+                    # One cycle first: the page cache and ipamd's first connection.
+                    att = Attachment("soak-warmup", pod, "net1")
                     rt.add(conf, att)
                     rt.delete(conf, att)
-                    if i % max(1, cycles // 10) == 0:
-                        print(f"{i:>6} done  {vitals(pid)}", flush=True)
-                elapsed = time.monotonic() - t0
-                time.sleep(0.5)  # the last worker's exit is reaped
-                print(f"after       {vitals(pid)}")
-                print(
-                    f"{cycles} ADD/DEL cycles in {elapsed:.0f} s "
-                    f"({elapsed / cycles * 1000:.0f} ms per cycle); "
-                    f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
-                )
+                    print(f"before      {vitals(pid)}", flush=True)
+                    t0 = time.monotonic()
+                    for i in range(1, cycles + 1):
+                        att = Attachment(f"soak{i}", pod, "net1")
+                        rt.add(conf, att)
+                        rt.delete(conf, att)
+                        if i % max(1, cycles // 10) == 0:
+                            print(f"{i:>6} done  {vitals(pid)}", flush=True)
+                    elapsed = time.monotonic() - t0
+                    time.sleep(0.5)  # the last worker's exit is reaped
+                    print(f"after       {vitals(pid)}")
+                    print(
+                        f"{cycles} ADD/DEL cycles in {elapsed:.0f} s "
+                        f"({elapsed / cycles * 1000:.0f} ms per cycle); "
+                        f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+                    )
+                finally:
+                    subprocess.run(["ip", "netns", "del", ns], check=False)
             finally:
-                subprocess.run(["ip", "netns", "del", ns], check=False)
-        finally:
-            agent.stop(lab.dir)
-            daemon.stop(lab.dir)
+                agent.stop(lab.dir)
+                daemon.stop(lab.dir)
 
 
 def main() -> None:
