@@ -107,10 +107,6 @@ _MAX_IFNAME = 15
 #: written through a ``.<name>.<random>.tmp`` sibling: with a 15-byte ifname
 #: both must fit the 255-byte file name limit. Runtimes use 64 hex digits.
 MAX_CONTAINER_ID = 200
-# ioctl(NS_GET_NSTYPE) on an nsfs fd answers the namespace type; any other
-# file answers ENOTTY.
-_NS_GET_NSTYPE = 0xB703
-_CLONE_NEWNET = 0x40000000
 
 # Which CNI_* must be non-empty per command, in Go skel's order (1.1); a
 # present value is validated right away for the commands that need it, so an
@@ -296,32 +292,29 @@ def _require_utf8(name: str, value: str) -> None:
 def check_netns(netns: str) -> None:
     """ADD/CHECK: an existing CNI_NETNS must be a network namespace (code 4).
 
-    Opened non-blocking, so a FIFO or a device cannot hang the plugin, and
-    asked its namespace type. A path that does not exist is left to the
-    plugin, which reports the missing netns in its own words.
+    ``open_netns`` opens it non-blocking, so a FIFO or a device cannot hang
+    the plugin, and asks its namespace type. A path that does not exist is
+    left to the plugin, which reports the missing netns in its own words.
     """
-    import fcntl
+    import errno
+
+    from cni.kernel import NetnsNotFound, NotANetns
+    from cni.kernel.netns import open_netns
 
     try:
-        fd = os.open(netns, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
-    except FileNotFoundError:
-        return
-    except OSError as e:
+        os.close(open_netns(netns))
+    except NotANetns:
         raise CniError(
-            INVALID_ENV, "CNI_NETNS cannot be opened", f"{_shown(netns)}: {e.strerror}"
+            INVALID_ENV, "CNI_NETNS is not a network namespace", _shown(netns)
         ) from None
-    try:
-        nstype = fcntl.ioctl(fd, _NS_GET_NSTYPE)
-    except OSError:
-        nstype = None
-    finally:
-        os.close(fd)
-    if nstype != _CLONE_NEWNET:
+    except NetnsNotFound as e:
+        if e.errno == errno.ENOENT:
+            return
         raise CniError(
             INVALID_ENV,
-            "CNI_NETNS is not a network namespace",
-            _shown(netns),
-        )
+            "CNI_NETNS cannot be opened",
+            f"{_shown(netns)}: {os.strerror(e.errno or 0)}",
+        ) from None
 
 
 _ENV_RULES = (

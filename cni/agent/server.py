@@ -336,7 +336,6 @@ class Agent:
             self._sidecar_pid = pid
             log.info("sidecar started (pid %d)", pid)
             return
-        status = 0
         try:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             signal.signal(signal.SIGINT, signal.SIG_DFL)
@@ -348,7 +347,7 @@ class Agent:
                 log.error("sidecar failed: %s", exc)
             finally:
                 os._exit(70)
-        os._exit(status)
+        os._exit(0)
 
     def _reap(self) -> None:
         while self._workers or self._sidecar_pid:

@@ -55,6 +55,11 @@ class NetnsNotFound(KernelError):
     """The namespace path does not exist or is not a network namespace."""
 
 
+class NotANetns(NetnsNotFound):
+    """The path opens but is not a network namespace (a file, a FIFO, a
+    namespace of another type)."""
+
+
 class NotSupported(KernelError):
     """The device or kernel refuses the operation (EOPNOTSUPP, no RDMA, ...)."""
 

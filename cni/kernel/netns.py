@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Protocol
 
-from cni.kernel import KernelError, Links, NetnsNotFound
+from cni.kernel import KernelError, Links, NetnsNotFound, NotANetns
 
 log = logging.getLogger(__name__)
 
@@ -66,10 +66,10 @@ def open_netns(path: str) -> int:
     except OSError as exc:
         os.close(fd)
         # ENOTTY: a plain file, e.g. a netns file whose bind mount is already gone.
-        raise NetnsNotFound(f"netns {path}: not a namespace", exc.errno) from exc
+        raise NotANetns(f"netns {path}: not a namespace", exc.errno) from exc
     if nstype != CLONE_NEWNET:
         os.close(fd)
-        raise NetnsNotFound(f"netns {path}: not a network namespace")
+        raise NotANetns(f"netns {path}: not a network namespace")
     return fd
 
 
@@ -109,8 +109,8 @@ def in_netns_fd(fd: int) -> Iterator[None]:
 def in_netns(path: str | None) -> Iterator[None]:
     """Run the block inside the netns at ``path`` (None: the process's own netns).
 
-    A thread already there runs the block as it is: no setns, so reading the
-    host's own devices needs no CAP_SYS_ADMIN and costs no syscalls.
+    A thread already there runs the block as it is (two stat calls tell):
+    no setns, so reading the host's own devices needs no CAP_SYS_ADMIN.
     """
     target = OWN_NETNS if path is None else path
     if netns_key(target) == netns_key(THREAD_NETNS):
