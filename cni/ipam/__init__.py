@@ -11,11 +11,11 @@ Two implementations, each imported lazily by ``cni.ipam.choose``:
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from cni.errors import INVALID_CONFIG
+from cni.errors import INVALID_CONFIG, TRY_AGAIN_LATER
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,3 +125,23 @@ def check_plugin_type(plugin: object) -> None:
             f"{repr(plugin)[:80]}: a plugin name from CNI_PATH, not a path",
             unchanged=True,
         )
+
+
+#: Seconds left for a blocking call before the command's deadline (None:
+#: unbounded); the plugins pass ``cni.deadline.remaining``.
+Budget = Callable[[], "float | None"]
+
+
+def time_left(budget: Budget | None, what: str, skipped: str) -> float | None:
+    """The seconds the next blocking IPAM call ``what`` may take (None:
+    unbounded); IpamError 11 (``unchanged``, ``skipped`` as details) when the
+    command has no time left for it."""
+    left = budget() if budget is not None else None
+    if left is not None and left <= 0:
+        raise IpamError(
+            TRY_AGAIN_LATER,
+            f"{what}: no time left before the command's deadline",
+            skipped,
+            unchanged=True,
+        )
+    return left

@@ -11,10 +11,10 @@ Standard library only at module level.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-from cni.ipam import IpamClient
+from cni.ipam import Budget, IpamClient
 
 #: ``ipam.type`` values ipamd answers for. Where ipamd is (socket or TLS
 #: endpoint) is read by ``IpamdClient.from_netconf``: ``ipam.socket`` >
@@ -35,7 +35,7 @@ def ipam_type(netconf: Mapping[str, Any]) -> str:
 def choose_ipam(
     netconf: Mapping[str, Any],
     env: Mapping[str, str],
-    budget: Callable[[], float | None] | None = None,
+    budget: Budget | None = None,
 ) -> IpamClient | None:
     """The IpamClient for ``netconf`` (the whole plugin config), None without ipam.
 

@@ -35,19 +35,21 @@ import json
 import logging
 import os
 import subprocess
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from cni.errors import INVALID_CONFIG, IPAM_ERROR, TRY_AGAIN_LATER
 from cni.ipam import (
     Attachment,
+    Budget,
     IpamAddress,
     IpamError,
     IpamRequest,
     IpamResult,
     IpamRoute,
     check_plugin_type,
+    time_left,
 )
 from cni.types import Result
 from cni.version import GC_SINCE, config_version, greater_than_or_equal
@@ -112,7 +114,7 @@ class DelegateIpam:
         netconf: Mapping[str, Any],
         env: Mapping[str, str],
         timeout: float | None = DEFAULT_TIMEOUT,
-        budget: Callable[[], float | None] | None = None,
+        budget: Budget | None = None,
     ) -> None:
         ipam = netconf.get("ipam")
         if not isinstance(ipam, Mapping) or not isinstance(ipam.get("type"), str):
@@ -159,16 +161,10 @@ class DelegateIpam:
         # The command's deadline bounds the delegate too: waiting on a child
         # blocks where the deadline's signal cannot end the wait cleanly.
         timeout = self.timeout
-        left = self._budget() if self._budget is not None else None
+        left = time_left(
+            self._budget, f"ipam plugin {self.plugin_type}", f"{command} not run"
+        )
         if left is not None:
-            if left <= 0:
-                raise IpamError(
-                    TRY_AGAIN_LATER,
-                    f"ipam plugin {self.plugin_type}: no time left before the "
-                    "command's deadline",
-                    f"{command} not run",
-                    unchanged=True,
-                )
             timeout = left if timeout is None else min(timeout, left)
         try:
             proc = subprocess.run(

@@ -17,7 +17,7 @@ unknown pool, bad request) is 101 with ipamd's reason as the message.
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,12 +30,14 @@ from cni.errors import (
 )
 from cni.ipam import (
     Attachment,
+    Budget,
     IpamAddress,
     IpamClient,
     IpamError,
     IpamRequest,
     IpamResult,
     IpamRoute,
+    time_left,
 )
 from ipamd import client as transport
 from ipamd.api.v1 import ipam_pb2 as pb
@@ -79,11 +81,6 @@ def reply_to_result(reply: pb.AllocateReply) -> IpamResult:
     for route in reply.routes:
         result.routes.append(IpamRoute(dst=route.dst, gw=route.gw or None))
     return result
-
-
-#: Seconds left for a blocking call before the command's deadline (None:
-#: unbounded); the plugins pass ``cni.deadline.remaining``.
-Budget = Callable[[], "float | None"]
 
 
 def _error(op: str, err: transport.IpamdCallError, transient: int) -> IpamError:
@@ -146,18 +143,12 @@ class IpamdClient:
         the rollback not run. Stopping early answers 11, and the runtime
         retries the ADD later.
         """
-        left = self._budget() if self._budget is not None else None
-        if left is None:
-            self.ipamd.timeout = self._configured_timeout
-            return
-        if left <= 0:
-            raise IpamError(
-                TRY_AGAIN_LATER,
-                f"ipamd {op}: no time left before the command's deadline",
-                f"{self.ipamd.target} not tried",
-                unchanged=True,
-            )
-        self.ipamd.timeout = min(self._configured_timeout, left)
+        left = time_left(self._budget, f"ipamd {op}", f"{self.ipamd.target} not tried")
+        self.ipamd.timeout = (
+            self._configured_timeout
+            if left is None
+            else min(self._configured_timeout, left)
+        )
 
     @property
     def target(self) -> str:
