@@ -1,15 +1,18 @@
 # SPDX-License-Identifier: Apache-2.0
-"""A simulated host whose ipamd serves the lab's pools, torn down after."""
+"""A simulated host whose ipamd serves the lab's pools, and what a runtime on
+it needs to reach the lab's agent through the warm-path shims."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from railyard_sim import daemon
+from railyard_sim import agent, daemon
 from railyard_sim.lab import Lab
+from railyard_sim.runtime import DEBIAN_BIN, Runtime
 
 
 @contextmanager
@@ -23,3 +26,29 @@ def lab_with_ipamd(root: Path, **spec: Any) -> Iterator[Lab]:
             yield lab
         finally:
             daemon.stop(lab.dir)
+
+
+def sriov_conf(lab: Lab, window_ms: int | None = None) -> dict[str, Any]:
+    """A conflist attaching rail 1's first VF, addressed from its v4 pool by
+    ipamd; ``window_ms``: the detection window (default: the plugin's)."""
+    r = lab.rail(1)
+    plugin: dict[str, Any] = {
+        "type": "sriov",
+        "deviceID": r.vfs[0].pci,
+        "ipam": {"type": "spiderpool", "default_ipv4_ippool": [r.pool_v4]},
+    }
+    if window_ms is not None:
+        plugin["detectionWindowMs"] = window_ms
+    return {"cniVersion": "1.0.0", "name": "gpu1-sriov", "plugins": [plugin]}
+
+
+def warm_runtime(lab: Lab, tmp_path: Path) -> Runtime:
+    """A libcni-like runtime whose plugins are the lab agent's shims (state
+    and caches under ``tmp_path``), then Debian's Go plugins."""
+    env = {
+        **daemon.client_env(lab.dir),
+        "RAILYARD_STATE_DIR": str(tmp_path / "state"),
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+    }
+    bins = agent.shim_bin_dir(tmp_path / "bin", lab.dir)
+    return Runtime([bins, DEBIAN_BIN], env=env, cache_dir=tmp_path / "c")

@@ -28,8 +28,8 @@ import pytest
 
 from railyard_sim import agent, daemon
 from railyard_sim.lab import Lab
-from railyard_sim.runtime import DEBIAN_BIN, Attachment, PluginError, Runtime
-from tests.doubles.lab_ipamd import lab_with_ipamd
+from railyard_sim.runtime import Attachment, PluginError
+from tests.doubles.lab_ipamd import lab_with_ipamd, sriov_conf, warm_runtime
 from tests.doubles.sriov_lab import link
 
 pytestmark = pytest.mark.integration
@@ -80,27 +80,10 @@ def test_agent_killed_mid_add_then_del_and_add_again_leave_nothing_behind(
     vf = r.vfs[0]
     before = link(vf.netdev)
     assert before is not None
-    conf = {
-        "cniVersion": "1.0.0",
-        "name": "gpu1-sriov",
-        "plugins": [
-            {
-                "type": "sriov",
-                "deviceID": vf.pci,
-                # A long detection window: the kill lands while the VF is in
-                # the pod with its address on it.
-                "detectionWindowMs": 4000,
-                "ipam": {"type": "spiderpool", "default_ipv4_ippool": [r.pool_v4]},
-            }
-        ],
-    }
-    env = {
-        **daemon.client_env(lab.dir),
-        "RAILYARD_STATE_DIR": str(tmp_path / "state"),
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-    }
-    bins = agent.shim_bin_dir(tmp_path / "bin", lab.dir)
-    rt = Runtime([bins, DEBIAN_BIN], env=env, cache_dir=tmp_path / "c")
+    # A long detection window: the kill lands while the VF is in the pod with
+    # its address on it.
+    conf = sriov_conf(lab, window_ms=4000)
+    rt = warm_runtime(lab, tmp_path)
     att = Attachment("ckill", pod, "net1")
 
     with ThreadPoolExecutor(1) as pool:
@@ -147,32 +130,6 @@ def test_agent_killed_mid_add_then_del_and_add_again_leave_nothing_behind(
     assert link(vf.netdev) is not None and allocations(lab) == []
 
 
-def sriov_conf(lab: Lab, window_ms: int = 100) -> dict[str, Any]:
-    r = lab.rail(1)
-    return {
-        "cniVersion": "1.0.0",
-        "name": "gpu1-sriov",
-        "plugins": [
-            {
-                "type": "sriov",
-                "deviceID": r.vfs[0].pci,
-                "detectionWindowMs": window_ms,
-                "ipam": {"type": "spiderpool", "default_ipv4_ippool": [r.pool_v4]},
-            }
-        ],
-    }
-
-
-def warm_runtime(lab: Lab, tmp_path: Path) -> Runtime:
-    env = {
-        **daemon.client_env(lab.dir),
-        "RAILYARD_STATE_DIR": str(tmp_path / "state"),
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-    }
-    bins = agent.shim_bin_dir(tmp_path / "bin", lab.dir)
-    return Runtime([bins, DEBIAN_BIN], env=env, cache_dir=tmp_path / "c")
-
-
 def assert_all_home(lab: Lab, pod: str, vf_mac: str, tmp_path: Path) -> None:
     """The VF in the host with its MAC, nothing in the pod, no address, no record."""
     assert link("net1", pod) is None
@@ -188,7 +145,7 @@ def test_agent_killed_mid_del_while_ipamd_stalls_then_del_again_finishes(
     """A deterministic point: DEL has put the VF home and waits on the
     address's release (ipamd stopped) when the agent's group is killed."""
     vf_mac = link(lab.rail(1).vfs[0].netdev)["address"]
-    conf = sriov_conf(lab)
+    conf = sriov_conf(lab, window_ms=100)
     rt = warm_runtime(lab, tmp_path)
     att = Attachment("cdel", pod, "net1")
     rt.add(conf, att)
@@ -237,7 +194,7 @@ def test_agent_killed_at_random_points_of_del_then_del_again_finishes(
 ) -> None:
     rng = random.Random(KILL_SEED)
     vf_mac = link(lab.rail(1).vfs[0].netdev)["address"]
-    conf = sriov_conf(lab)
+    conf = sriov_conf(lab, window_ms=100)
     rt = warm_runtime(lab, tmp_path)
     outcomes = {"finished": 0, "killed": 0}
     for point in range(KILL_POINTS):

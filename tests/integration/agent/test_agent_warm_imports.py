@@ -11,17 +11,16 @@ none while a warm ADD and DEL run through the shim to a real ipamd.
 
 from __future__ import annotations
 
-import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from railyard_sim import agent, daemon
+from railyard_sim import agent
 from railyard_sim.lab import Lab
-from railyard_sim.runtime import DEBIAN_BIN, Attachment, Runtime
-from tests.doubles.lab_ipamd import lab_with_ipamd
+from railyard_sim.runtime import Attachment
+from tests.doubles.lab_ipamd import lab_with_ipamd, sriov_conf, warm_runtime
 
 pytestmark = pytest.mark.integration
 
@@ -46,25 +45,8 @@ def test_a_warm_add_and_del_import_nothing_in_the_worker(
     name = lab.netns_name("imp")
     subprocess.run(["ip", "netns", "add", name], check=True)
     try:
-        r = lab.rail(1)
-        conf = {
-            "cniVersion": "1.0.0",
-            "name": "gpu1-sriov",
-            "plugins": [
-                {
-                    "type": "sriov",
-                    "deviceID": r.vfs[0].pci,
-                    "ipam": {"type": "spiderpool", "default_ipv4_ippool": [r.pool_v4]},
-                }
-            ],
-        }
-        env = {
-            **daemon.client_env(lab.dir),
-            "RAILYARD_STATE_DIR": str(tmp_path / "state"),
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        }
-        bins = agent.shim_bin_dir(tmp_path / "bin", lab.dir)
-        rt = Runtime([bins, DEBIAN_BIN], env=env, cache_dir=tmp_path / "c")
+        conf = sriov_conf(lab)
+        rt = warm_runtime(lab, tmp_path)
         att = Attachment("cimports", f"/var/run/netns/{name}", "net1")
         assert rt.add(conf, att)["ips"]
         rt.delete(conf, att)
