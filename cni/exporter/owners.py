@@ -234,7 +234,7 @@ class OwnerLabels:
     def _run(self) -> None:
         while (key := self._queue.get()) is not None:
             try:
-                owner = top_owner(self.objects, *key)
+                owner: Owner | None = top_owner(self.objects, *key)
             except KubeError as exc:
                 log.warning(
                     "owner of pod %s/%s: %s; retrying in %.0f s",
@@ -242,17 +242,14 @@ class OwnerLabels:
                     exc,
                     self.retry_after,
                 )
-                with self._lock:
-                    self._failed[key] = self.clock() + self.retry_after
-                    self._pending.discard(key)
-                continue
+                owner = None
             except Exception:  # a bug here must not stop every later lookup
                 log.exception("owner of pod %s/%s", *key)
-                with self._lock:
-                    self._failed[key] = self.clock() + self.retry_after
-                    self._pending.discard(key)
-                continue
+                owner = None
             with self._lock:
-                self._known[key] = owner
-                self._failed.pop(key, None)
                 self._pending.discard(key)
+                if owner is None:
+                    self._failed[key] = self.clock() + self.retry_after
+                else:
+                    self._known[key] = owner
+                    self._failed.pop(key, None)
