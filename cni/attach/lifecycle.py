@@ -475,12 +475,11 @@ def detach(deps: Deps, req: DetachRequest, ipam: IpamClient | None) -> None:
             "no record for %s/%s: nothing to restore", req.container_id, req.ifname
         )
         try:
-            _release(ipam, req.network, req.container_id, req.ifname)
-        except CniError as exc:
-            cause = exc.__cause__
-            unreached = isinstance(cause, IpamError) and cause.unchanged
-            if exc.code != TRY_AGAIN_LATER and not unreached:
-                raise
+            if ipam is not None:
+                ipam.release(req.network, req.container_id, req.ifname)
+        except IpamError as exc:
+            if exc.code != TRY_AGAIN_LATER and not exc.unchanged:
+                raise CniError(exc.code, exc.msg, exc.details) from exc
             log.warning(
                 "ipamd unreachable; the address of %s/%s (if any) is left to "
                 "ipamd's GC: %s %s",
