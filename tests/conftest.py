@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
+import threading
+import traceback
 import uuid
 from collections.abc import Callable, Iterator
 
@@ -41,6 +44,42 @@ def pytest_collection_modifyitems(
         # tests/unit/cni/kernel/ must not read as the kernel tier.
         if item.get_closest_marker("kernel") or item.get_closest_marker("integration"):
             item.add_marker(skip)
+
+
+_exit_status: list[int] = []
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    _exit_status.append(int(exitstatus))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """A test that leaves a non-daemon thread running keeps the interpreter
+    from exiting after the summary: the run would hang until something kills
+    it, with its verdict already printed. Name such threads, show where they
+    are, and leave with the session's own status."""
+    stragglers = [
+        t
+        for t in threading.enumerate()
+        if t is not threading.main_thread()
+        and not t.daemon
+        and t.is_alive()
+        # Idle executor workers end by themselves at interpreter exit.
+        and not t.name.startswith("ThreadPoolExecutor-")
+    ]
+    if not stragglers:
+        return
+    frames = sys._current_frames()
+    for t in stragglers:
+        stack = (
+            "".join(traceback.format_stack(frames[t.ident]))
+            if t.ident in frames
+            else ""
+        )
+        sys.stderr.write(f"\ntests left a non-daemon thread running: {t.name}\n{stack}")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(_exit_status[-1] if _exit_status else 1)
 
 
 def unique_name(prefix: str = "ry") -> str:

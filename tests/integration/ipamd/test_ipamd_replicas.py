@@ -70,15 +70,23 @@ def two_replicas(start_daemon, postgres_url: str, pools_yaml: str) -> list[Any]:
 
 
 # A liveness bound for role changes on a shared, loaded CI machine (seen
-# failing at 5 s at load 11); the takeover time itself is measured and printed
-# by the stress test below against its 2 s target.
-TAKEOVER_BOUND = 10.0
+# failing at 5 s at load 11, and once at 10 s); the takeover time itself is
+# measured and printed by the stress test below against its 2 s target.
+TAKEOVER_BOUND = 20.0
 
 
-def wait_role(daemon: Any, role: str, timeout: float = TAKEOVER_BOUND) -> None:
+def wait_role(
+    daemon: Any, role: str, timeout: float = TAKEOVER_BOUND, others: Any = ()
+) -> None:
     deadline = time.monotonic() + timeout
     while daemon.status().role != role:
-        assert time.monotonic() < deadline, f"{daemon.name} never became {role}"
+        if time.monotonic() >= deadline:
+            tails = "".join(
+                f"\n--- {d.name}'s log ends:\n"
+                + "\n".join(d.log.read_text().splitlines()[-15:])
+                for d in (daemon, *others)
+            )
+            pytest.fail(f"{daemon.name} never became {role} in {timeout:.0f}s{tails}")
         time.sleep(0.02)
 
 
@@ -226,33 +234,40 @@ def test_a_paused_active_cannot_commit_after_the_standby_took_over(
                     assert address not in acked_by, "an address was acked twice"
                     acked_by[address] = f"a:{cid}"
 
-    threads = [threading.Thread(target=hammer_a, args=(n,)) for n in range(8)]
+    # Daemon threads, stopped and joined on every path: a hammer left running
+    # after a failure would load the machine for every later test and keep
+    # the interpreter from exiting.
+    threads = [
+        threading.Thread(target=hammer_a, args=(n,), daemon=True) for n in range(8)
+    ]
     for t in threads:
         t.start()
-    time.sleep(0.5)
-    os.kill(a.proc.pid, signal.SIGSTOP)
-    paused_at = time.monotonic()
-    with lock:
-        acked_before_pause = len(acked_by)
     try:
-        wait_role(b, "active")
-        took_over = time.monotonic() - paused_at
-        with IpamdClient(str(b.socket), timeout=5) as client:
-            for i in range(50):
-                result = client.allocate(request(f"b-{i}"))
-                with lock:
-                    address = result.ips[0].address
-                    assert address not in acked_by, "an address was acked twice"
-                    acked_by[address] = f"b:b-{i}"
+        time.sleep(0.5)
+        os.kill(a.proc.pid, signal.SIGSTOP)
+        paused_at = time.monotonic()
+        with lock:
+            acked_before_pause = len(acked_by)
+        try:
+            wait_role(b, "active", others=[a])
+            took_over = time.monotonic() - paused_at
+            with IpamdClient(str(b.socket), timeout=5) as client:
+                for i in range(50):
+                    result = client.allocate(request(f"b-{i}"))
+                    with lock:
+                        address = result.ips[0].address
+                        assert address not in acked_by, "an address was acked twice"
+                        acked_by[address] = f"b:b-{i}"
+        finally:
+            os.kill(a.proc.pid, signal.SIGCONT)
+        # The resumed replica finds itself deposed: it steps down, and every
+        # request it had in flight fails instead of committing.
+        wait_role(a, "standby", others=[b])
+        time.sleep(0.3)
     finally:
-        os.kill(a.proc.pid, signal.SIGCONT)
-    # The resumed replica finds itself deposed: it steps down, and every
-    # request it had in flight fails instead of committing.
-    wait_role(a, "standby")
-    time.sleep(0.3)
-    stop.set()
-    for t in threads:
-        t.join(30)
+        stop.set()
+        for t in threads:
+            t.join(30)
     print(
         f"\n[fencing] standby active {took_over:.2f}s after SIGSTOP; "
         f"{acked_before_pause} acked by a before, {len(failed_on_a)} requests "

@@ -174,34 +174,37 @@ def test_railyard_exporter_labels_pod_series_through_a_kubeconfig(
     )
     node.pod_nic(pf, 1, "llm-worker-0", namespace=NS)
     port = free_port()
-    exporter = subprocess.Popen(
-        [
-            str(Path(sys.executable).parent / "railyard-exporter"),
-            "--listen", f"127.0.0.1:{port}",
-            "--state-dir", str(node.state_dir),
-            "--sysfs-root", str(node.root / "sys"),
-            "--node-name", "gpu-node-1",
-            "--kubeconfig", str(api.kubeconfig(tmp_path, tls)),
-        ],
-        stderr=subprocess.PIPE,
-        text=True,
-    )  # fmt: skip
+    # stderr to a file: a pipe nobody reads while the test polls would stall
+    # the exporter once its log fills the pipe.
+    log = tmp_path / "exporter.log"
+    with open(log, "w") as err_file:
+        exporter = subprocess.Popen(
+            [
+                str(Path(sys.executable).parent / "railyard-exporter"),
+                "--listen", f"127.0.0.1:{port}",
+                "--state-dir", str(node.state_dir),
+                "--sysfs-root", str(node.root / "sys"),
+                "--node-name", "gpu-node-1",
+                "--kubeconfig", str(api.kubeconfig(tmp_path, tls)),
+            ],
+            stderr=err_file,
+        )  # fmt: skip
     try:
-        deadline = time.monotonic() + 30
-        want = (
+        # Owners are looked up in the background, one pod after the other:
+        # a pod's series carry empty owner labels until its lookup is done.
+        wanted = [
             'pod_name="trainer-7d9f8c-x2k4p",owner_api_version="apps/v1",'
-            f'owner_kind="Deployment",owner_namespace="{NS}",owner_name="trainer"'
-        )
+            f'owner_kind="Deployment",owner_namespace="{NS}",owner_name="trainer"',
+            'pod_name="llm-worker-0",owner_api_version="kubeflow.org/v1",'
+            f'owner_kind="PyTorchJob",owner_namespace="{NS}",owner_name="llm"',
+        ]
+        deadline = time.monotonic() + 30
         text = ""
-        while want not in text:
-            assert exporter.poll() is None, exporter.communicate()[1]
-            assert time.monotonic() < deadline, text
+        while not all(want in text for want in wanted):
+            assert exporter.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, (text[-2000:], log.read_text())
             time.sleep(0.2)
             text = get_text(port)
-        assert (
-            'pod_name="llm-worker-0",owner_api_version="kubeflow.org/v1",'
-            f'owner_kind="PyTorchJob",owner_namespace="{NS}",owner_name="llm"'
-        ) in text
         # the PF's series carry no pod and no owner
         assert 'net_dev_name="ens1f0",node_guid' in text
         assert (
@@ -211,6 +214,7 @@ def test_railyard_exporter_labels_pod_series_through_a_kubeconfig(
         )
     finally:
         exporter.terminate()
-        _, err = exporter.communicate(timeout=10)
+        exporter.wait(10)
+    err = log.read_text()
     assert exporter.returncode == 0, err
     assert "Traceback" not in err
