@@ -29,7 +29,7 @@ import grpc
 
 from ipamd.engine import Engine
 from ipamd.servicer import IpamServicer, add_to_server
-from ipamd.settings import Settings
+from ipamd.settings import HTTP_STOP_POLL_SECONDS, Settings
 from ipamd.store import Store, StoreError
 
 if TYPE_CHECKING:
@@ -139,7 +139,10 @@ class _HealthServer:
         self.httpd = ThreadingHTTPServer((host or "0.0.0.0", int(port)), Handler)
         self.address = f"{host or '0.0.0.0'}:{self.httpd.server_address[1]}"
         self.thread = threading.Thread(
-            target=self.httpd.serve_forever, name="ipamd-health", daemon=True
+            target=self.httpd.serve_forever,
+            args=(HTTP_STOP_POLL_SECONDS,),
+            name="ipamd-health",
+            daemon=True,
         )
         self.thread.start()
 

@@ -31,6 +31,10 @@ from cni.kernel.sysfs import Sysfs
 
 log = logging.getLogger(__name__)
 
+#: How often the serve loop looks for a stop request: stop() waits up to this
+#: long (the standard library's default is half a second).
+STOP_POLL_SECONDS = 0.1
+
 DEFAULT_LISTEN = "0.0.0.0:9435"
 
 
@@ -131,7 +135,10 @@ def serve(listen: str, render: Render) -> MetricsServer:
     server = server_class((host, port), handler)
     server.daemon_threads = True
     thread = threading.Thread(
-        target=server.serve_forever, name="rdma-metrics", daemon=True
+        target=server.serve_forever,
+        args=(STOP_POLL_SECONDS,),
+        name="rdma-metrics",
+        daemon=True,
     )
     thread.start()
     bound = int(server.server_address[1])
