@@ -17,6 +17,7 @@ import threading
 import traceback
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -44,6 +45,32 @@ def pytest_collection_modifyitems(
         # tests/unit/cni/kernel/ must not read as the kernel tier.
         if item.get_closest_marker("kernel") or item.get_closest_marker("integration"):
             item.add_marker(skip)
+
+
+UNIT_TIER = Path(__file__).resolve().parent / "unit"
+#: The machines this project is built and tested on have two cores.
+UNIT_WORKERS = 2
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """``pytest tests/unit`` (or anything below it) runs on two pytest-xdist
+    workers: the tier is in-process, its tests are independent, and a third
+    of its wall time is waiting (a daemon down, a deadline running out).
+    ``-n N`` chooses another count, ``-n 0`` one process; the whole suite
+    (kernel and integration tiers, timing-sensitive) always runs in one."""
+    if (
+        not config.pluginmanager.hasplugin("xdist")
+        or "PYTEST_XDIST_WORKER" in os.environ
+    ):
+        return
+    if config.getoption("numprocesses", None) is not None:
+        return
+    if config.getoption("collectonly") or config.getoption("usepdb"):
+        return
+    paths = [Path(arg.split("::")[0]).resolve() for arg in config.args]
+    if paths and all(p.is_relative_to(UNIT_TIER) for p in paths):
+        config.option.numprocesses = UNIT_WORKERS
 
 
 _exit_status: list[int] = []
