@@ -143,7 +143,7 @@ def postgres_server() -> Iterator[object]:
     reason = unavailable_reason()
     if reason:
         pytest.skip(reason)
-    server = PostgresServer()
+    server = PostgresServer(durable=False)
     try:
         yield server
     finally:

@@ -45,7 +45,13 @@ def _free_port() -> int:
 
 
 class PostgresServer:
-    def __init__(self) -> None:
+    """A throwaway server. ``durable=False`` (the tests' choice) turns off
+    fsync: nothing in a test crashes the server itself, and a commit waiting
+    seconds on a loaded machine's disk is not what a replica test is about;
+    the benchmarks keep PostgreSQL's durable defaults."""
+
+    def __init__(self, durable: bool = True) -> None:
+        self.durable = durable
         user = pwd.getpwnam(PG_USER)
         self._uid, self._gid = user.pw_uid, user.pw_gid
         self.dir = Path(tempfile.mkdtemp(prefix="ry-pg-"))
@@ -78,7 +84,8 @@ class PostgresServer:
                 "30",
                 "-o",
                 f"-c listen_addresses={self.host} -p {self.port} -k {self.dir} "
-                "-c max_connections=200",
+                "-c max_connections=200"
+                + ("" if durable else " -c fsync=off -c full_page_writes=off"),
                 "start",
             )
         except BaseException:
