@@ -9,7 +9,7 @@
 - ``NetdevStatsSource``: a netdev's ethtool statistics and link speed, read in
   the netns the netdev lives in (``cni.exporter.ethtool`` on a real node).
 
-The simulated host injects its own implementations (``railyard_sim.counters``);
+Other hosts (a simulated one, a test) inject implementations of their own;
 nothing here knows about it.
 
 Standard library only.
