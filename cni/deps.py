@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from cni.kernel import DeviceWaiter, Links, Netns, Probes, RdmaOps, VfOps
     from cni.kernel.sysfs import Sysfs
+    from cni.record.store import AttachmentRecords
     from cni.skel import CmdArgs
 
 STATE_DIR_ENV = "RAILYARD_STATE_DIR"
@@ -38,6 +39,16 @@ class Deps:
     waiter: DeviceWaiter
     sysfs: Sysfs
     state_dir: Path  # caches and locks live below it
+
+    @property
+    def records(self) -> AttachmentRecords:
+        """The attachment records under ``state_dir``, every plugin's way to them.
+
+        Imported on first use, so VERSION and config errors never load them.
+        """
+        from cni.record.store import AttachmentRecords
+
+        return AttachmentRecords(self.state_dir)
 
     def close(self) -> None:
         self.links.close()

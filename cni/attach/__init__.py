@@ -6,8 +6,8 @@ Imports nothing itself (importing ``cni.attach`` must cost nothing). Modules:
 - ``lifecycle``: ``attach(deps, AttachSpec, ipam, hooks)`` -> ``Attached``;
   ``detach(deps, DetachRequest, ipam)``; ``check(...)``; ``gc(...)``;
   ``restore(deps, VfState, netns)`` (DEL's idempotent undo from the record).
-- ``state``: ``VfState`` (the record cached before the first change) and
-  ``StateStore`` over ``cni.state.cache.StateCache``.
+- the record it keeps (``VfState``, cached before the first change) lives in
+  ``cni.record``, reached through ``Deps.records``.
 - ``device``: ``resolve_vf(sysfs, pci)`` -> ``VfDevice`` (PF, VF index,
   netdev, DPDK mode, RDMA devices) with sriov-cni's messages.
 - ``allocation``: per-PCI allocation markers (refuse a VF held by a live

@@ -26,9 +26,9 @@ from cni.ipam.choose import IPAMD_TYPES
 from cni.types import Result
 
 if TYPE_CHECKING:
-    from cni.attach.state import VfState
     from cni.deps import Deps
     from cni.ipam import IpamClient
+    from cni.record.vf import VfState
     from cni.skel import CmdArgs
 
 #: Builds the IPAM client of a netconf (tests pass one returning a fake).

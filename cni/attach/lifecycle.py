@@ -57,7 +57,6 @@ from cni.attach.routing import (
     plan_routing,
     remove_routing,
 )
-from cni.attach.state import Stage, StateStore, VfState
 from cni.attach.teardown import PodSide, find_pod_side, is_the_vf
 from cni.errors import (
     CHECK_FAILED,
@@ -76,8 +75,9 @@ from cni.ipam import (
     IpamRoute,
 )
 from cni.kernel import KernelError, LinkInfo, NetnsNotFound
+from cni.record.store import VfRecords
+from cni.record.vf import Stage, VfState
 from cni.rollback import Rollback
-from cni.state.cache import StateCache
 from cni.state.locks import Locks
 
 if TYPE_CHECKING:
@@ -142,7 +142,7 @@ class AttachContext:
     device: VfDevice
     state: VfState
     rb: Rollback
-    store: StateStore
+    store: VfRecords
 
     def save(self) -> None:
         self.store.save(self.state)
@@ -169,8 +169,8 @@ class Attached:
     link_type: int = 1  # ARPHRD_*: 32 for IPoIB
 
 
-def store_for(deps: Deps, plugin: str) -> StateStore:
-    return StateStore(StateCache(deps.state_dir, plugin))
+def store_for(deps: Deps, plugin: str) -> VfRecords:
+    return deps.records.vf(plugin)
 
 
 def attach(
@@ -275,7 +275,7 @@ def attach(
     return result
 
 
-def _reclaim(deps: Deps, store: StateStore, spec: AttachSpec) -> None:
+def _reclaim(deps: Deps, store: VfRecords, spec: AttachSpec) -> None:
     """Finish the restore of an earlier attachment of this VF whose pod is gone.
 
     A DEL with an empty CNI_NETNS (or a failed one) leaves its record while
@@ -314,7 +314,7 @@ def _current_netdev(deps: Deps, st: VfState) -> str | None:
 
 
 def _forget(
-    store: StateStore, st: VfState, allocations: Allocations, rb: Rollback
+    store: VfRecords, st: VfState, allocations: Allocations, rb: Rollback
 ) -> None:
     if rb.failures:
         log.error("rollback incomplete; keeping the record of %s for DEL", st.pci)
@@ -337,7 +337,7 @@ def _check_mtu(deps: Deps, dev: VfDevice, mtu: int | None) -> None:
 
 
 def _attach_netdev(
-    deps: Deps, spec: AttachSpec, st: VfState, rb: Rollback, store: StateStore
+    deps: Deps, spec: AttachSpec, st: VfState, rb: Rollback, store: VfRecords
 ) -> Attached:
     mac = spec.mac or spec.pf_settings.mac
     if st.dpdk:
@@ -370,7 +370,7 @@ def _attach_ip(
     spec: AttachSpec,
     st: VfState,
     rb: Rollback,
-    store: StateStore,
+    store: VfRecords,
     ipam: IpamClient | None,
     out: Attached,
 ) -> None:
@@ -539,7 +539,7 @@ def detach(deps: Deps, req: DetachRequest, ipam: IpamClient | None) -> None:
         log.info("released VF %s (%s) from %s", st.pci, st.host_ifname, st.netns)
 
 
-def _keep_for_release(store: StateStore, st: VfState) -> None:
+def _keep_for_release(store: VfRecords, st: VfState) -> None:
     """Cut the record down to what releasing needs; the VF itself is restored."""
     log.warning(
         "VF %s restored but ipamd is unreachable; %s/%s kept as release-pending",

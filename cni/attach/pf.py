@@ -15,52 +15,20 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
 from functools import partial
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from cni.errors import DEVICE_ERROR, CniError
 from cni.kernel import KernelError, NotSupported, VfInfo, VfOps
+
+# Re-exported: the settings are part of the VF record (``cni.record.vf``).
+from cni.record.vf import PfSettings as PfSettings
 from cni.rollback import Rollback
 
 log = logging.getLogger(__name__)
 
 _PROTO_NAMES = {0x8100: "802.1q", 0x88A8: "802.1ad"}
 ZERO_MAC = "00:00:00:00:00:00"
-
-
-@dataclass(frozen=True, slots=True)
-class PfSettings:
-    """The VF settings a netconf asks for; None = leave that setting alone."""
-
-    mac: str | None = None
-    vlan: int | None = None
-    qos: int = 0
-    vlan_proto: int = 0x8100
-    spoofchk: bool | None = None
-    trust: bool | None = None
-    link_state: int | None = None
-    min_tx_rate: int | None = None
-    max_tx_rate: int | None = None
-
-    @property
-    def rate_set(self) -> bool:
-        return self.min_tx_rate is not None or self.max_tx_rate is not None
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, obj: dict[str, Any]) -> PfSettings:
-        return cls(**obj)
-
-
-def vf_info_to_json(info: VfInfo) -> dict[str, Any]:
-    return asdict(info)
-
-
-def vf_info_from_json(obj: dict[str, Any]) -> VfInfo:
-    return VfInfo(**obj)
 
 
 def _on_off(flag: bool | None) -> str:

@@ -33,8 +33,8 @@ from typing import TYPE_CHECKING, Any
 from cni.kernel import LinkInfo, NetnsNotFound
 
 if TYPE_CHECKING:
-    from cni.attach.state import VfState
     from cni.deps import Deps
+    from cni.record.vf import VfState
 
 log = logging.getLogger(__name__)
 

@@ -14,30 +14,27 @@ put it, the VF's PCI address and the RDMA device, so the mapping holds with
 paths outside ``/var/run/netns``. DEL deletes the record, so a device whose
 pod is gone stops being exported.
 
-Today's layout (``cni.state.cache``): ``<state_dir>/<plugin>/<cid>-<ifname>.json``;
-``sriov`` and ``ib-sriov`` hold ``cni.attach.state.VfState`` (its ``stage``
-says whether the VF is in the pod), ``rdma`` holds rdma-cni's keys
-(``deviceID``, ``containerRdmaDevName``, ``netns``) for the same
-(container ID, ifname).
+The records come through ``cni.record.store.AttachmentRecords``, the typed
+API the plugins write them with: the VF part (its ``stage`` says whether the
+VF is in the pod) and, for a chained ``rdma`` plugin, the RDMA section of the
+same (container ID, ifname).
 
-Standard library and ``cni.state.cache`` only.
+Standard library and ``cni.record`` only.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from cni.state.cache import StateCache
+from cni.record.store import AttachmentRecords
+from cni.record.vf import Stage
 
-VF_PLUGINS = ("sriov", "ib-sriov")
-RDMA_PLUGIN = "rdma"
 #: Stages of a record whose VF is in the pod: ADD moved it ("moved"), gave it
 #: its addresses ("addressed", the last one ADD writes) or finished
 #: ("attached"). Earlier ones are an ADD under way; "del-failed",
 #: "awaiting-vf", "restored" and "release-pending" belong to a pod on its way out.
-IN_POD = frozenset({"moved", "addressed", "attached"})
+IN_POD = frozenset({Stage.MOVED, Stage.ADDRESSED, Stage.ATTACHED})
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,38 +52,27 @@ class PodNic:
     netdev: bool = True  # False for a DPDK VF: no kernel netdev to read
 
 
-def _text(data: dict[str, Any], key: str) -> str:
-    value = data.get(key)
-    return value if isinstance(value, str) else ""
-
-
 def pod_nics(state_dir: Path | str) -> list[PodNic]:
     """Every attachment ADD completed, with the RDMA device a chained ``rdma``
     plugin moved for it; sorted by (netns, ifname)."""
-    rdma_moved: dict[tuple[str, str], str] = {}
-    for rec in StateCache(state_dir, RDMA_PLUGIN).records():
-        dev = _text(rec.data, "containerRdmaDevName")
-        if dev:
-            rdma_moved[(rec.container_id, rec.ifname)] = dev
     nics: list[PodNic] = []
-    for plugin in VF_PLUGINS:
-        for rec in StateCache(state_dir, plugin).records():
-            data = rec.data
-            if data.get("stage") not in IN_POD:
-                continue
-            key = (rec.container_id, rec.ifname)
-            nics.append(
-                PodNic(
-                    container_id=rec.container_id,
-                    ifname=rec.ifname,
-                    netns=_text(data, "netns"),
-                    pod_namespace=_text(data, "pod_namespace"),
-                    pod_name=_text(data, "pod_name"),
-                    pci=_text(data, "pci"),
-                    parent=_text(data, "pf"),
-                    rdma_device=_text(data, "rdma_device") or rdma_moved.get(key, ""),
-                    netdev=not data.get("dpdk", False),
-                )
+    for att in AttachmentRecords(state_dir).all():
+        st = att.vf
+        if st is None or st.stage not in IN_POD:
+            continue
+        chained = att.rdma.container_dev if att.rdma else ""
+        nics.append(
+            PodNic(
+                container_id=att.container_id,
+                ifname=att.ifname,
+                netns=st.netns,
+                pod_namespace=st.pod_namespace,
+                pod_name=st.pod_name,
+                pci=st.pci,
+                parent=st.pf or "",
+                rdma_device=st.rdma_device or chained,
+                netdev=not st.dpdk,
             )
+        )
     nics.sort(key=lambda n: (n.netns, n.ifname))
     return nics

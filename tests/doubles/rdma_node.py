@@ -13,14 +13,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cni.attach.state import StateStore, VfState
 from cni.exporter import names
 from cni.exporter.collector import RdmaCollector
 from cni.exporter.owners import OwnerLabels
 from cni.exporter.sources import NetdevStats, SysfsRdmaStats
 from cni.kernel.sysfs import Sysfs
-from cni.plugins.rdma.commands import _record as rdma_record
-from cni.state.cache import StateCache
+from cni.plugins.rdma.commands import _section as rdma_section
+from cni.record.store import AttachmentRecords
+from cni.record.vf import VfState
 from railyard_sim.pci_tree import PciTree
 
 NODE = "node-a"
@@ -149,20 +149,17 @@ class RdmaNode:
             rdma_device=dev if isolation and not chained_rdma and with_rdma else None,
             stage=stage,
         )
-        StateStore(StateCache(self.state_dir, "sriov")).save(st)
+        records = AttachmentRecords(self.state_dir)
+        records.vf("sriov").save(st)
         if chained_rdma:
-            StateCache(self.state_dir, "rdma").save(
-                cid, ifname, rdma_record(pci, dev, netns), network=st.network
-            )
+            records.save_rdma(cid, ifname, rdma_section(pci, dev, netns, st.network))
         self.netdevs.stats[(netns, ifname)] = NetdevStats(
             mlx5_stats(**(stats or {})), 100000
         )
         return st
 
     def delete_record(self, st: VfState) -> None:
-        StateStore(StateCache(self.state_dir, "sriov")).delete(
-            st.container_id, st.ifname
-        )
+        AttachmentRecords(self.state_dir).vf("sriov").delete(st.container_id, st.ifname)
 
     def collector(self, owners: OwnerLabels | None = None) -> RdmaCollector:
         return RdmaCollector(

@@ -11,7 +11,7 @@ routing, rollback). What is InfiniBand-specific lives here:
   (and, with ``rdmaIsolation``, the RDMA device) to come back, and re-reads
   the netdev name by PCI address because a rebind may rename it (P9);
 - the original GUIDs and netdev name in a record of their own
-  (``<state>/ib-sriov-guid/``), written before the first GUID write. DEL
+  (the record's ``IbSection``), written before the first GUID write. DEL
   restores the GUID (all-F when the original was unset or zero, like the
   peer), rebinds, and renames the netdev back to its original name; the record
   goes only once that worked, so a failed DEL (or the ADD rollback) can be
@@ -37,7 +37,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from cni.attach.commands import (
     IpamFactory,
@@ -59,7 +59,6 @@ from cni.attach.lifecycle import (
     ReleasePending,
     attach,
     detach,
-    store_for,
 )
 from cni.attach.lifecycle import gc as gc_vfs
 from cni.attach.netdev import rename_in_host
@@ -70,8 +69,8 @@ from cni.ipam import IpamClient
 from cni.kernel import KernelError, NotSupported, Timeout
 from cni.plugins.binding import Commands, bind, gc_failed
 from cni.plugins.ib_sriov.config import IbConf, load_conf
+from cni.record.sections import IbSection
 from cni.skel import CmdArgs, PluginFuncs
-from cni.state.cache import StateCache
 from cni.state.locks import Locks
 from cni.types import Result
 
@@ -81,7 +80,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PLUGIN = "ib-sriov"
-GUID_RECORDS = "ib-sriov-guid"
 ALL_F_GUID = "ff:ff:ff:ff:ff:ff:ff:ff"
 ZERO_GUID = "00:00:00:00:00:00:00:00"
 VFIO = "vfio-pci"
@@ -169,26 +167,23 @@ def _set_guids(deps: Deps, pf: str, vf: int, node: str, port: str) -> None:
             ) from exc
 
 
-def restore_guid(deps: Deps, rec: Mapping[str, Any], timeout: float) -> None:
-    """Put back the VF's original GUIDs and netdev name from a GUID record.
+def restore_guid(deps: Deps, ib: IbSection, timeout: float) -> None:
+    """Put back the VF's original GUIDs and netdev name from the IB section.
 
     An unset or all-zero original is restored as all-F (ib-sriov-cni's default:
     the VF then gets a GUID from the subnet manager's policy again).
     """
-    pf, vf, pci = str(rec["pf"]), int(rec["vf_index"]), str(rec["pci"])
-    node = rec.get("orig_node_guid")
-    port = rec.get("orig_port_guid")
-    node = ALL_F_GUID if _unset(node) else str(node).lower()
-    port = ALL_F_GUID if _unset(port) else str(port).lower()
-    _set_guids(deps, pf, vf, node, port)
-    log.info("GUIDs of VF %s restored to node %s port %s", pci, node, port)
-    if rec.get("dpdk"):
+    node = ALL_F_GUID if _unset(ib.orig_node_guid) else str(ib.orig_node_guid).lower()
+    port = ALL_F_GUID if _unset(ib.orig_port_guid) else str(ib.orig_port_guid).lower()
+    _set_guids(deps, ib.pf, ib.vf_index, node, port)
+    log.info("GUIDs of VF %s restored to node %s port %s", ib.pci, node, port)
+    if ib.dpdk:
         return  # vfio: no netdev to bring back (the peer skips the rebind too)
-    name, _ = rebind_and_wait(deps, pci, timeout, bool(rec.get("rdma")))
-    original = rec.get("host_ifname")
+    name, _ = rebind_and_wait(deps, ib.pci, timeout, ib.rdma)
+    original = ib.host_ifname
     if original and name != original:
-        rename_in_host(deps.links, deps.netns, name, str(original))
-        log.info("VF %s netdev renamed back from %s to %s", pci, name, original)
+        rename_in_host(deps.links, deps.netns, name, original)
+        log.info("VF %s netdev renamed back from %s to %s", ib.pci, name, original)
 
 
 class GuidHook:
@@ -222,33 +217,33 @@ class GuidHook:
                 )
             ctx.save()
             return
-        records = StateCache(deps.state_dir, GUID_RECORDS)
-        rec = {
-            "pci": st.pci,
-            "pf": st.pf,
-            "pf_pci": pf_pci,
-            "vf_index": st.vf_index,
-            "orig_node_guid": orig.node_guid if orig else None,
-            "orig_port_guid": orig.port_guid if orig else None,
-            "guid": conf.guid,
-            "pkey": conf.pkey,
-            "host_ifname": st.host_ifname,
-            "dpdk": st.dpdk,
-            "rdma": conf.rdma_isolation,
-        }
-        earlier = records.load(self.args.container_id, self.args.ifname)
-        if earlier is not None and earlier.get("pci") == st.pci:
+        cid, ifname = self.args.container_id, self.args.ifname
+        ib = IbSection(
+            pci=st.pci,
+            pf=st.pf,
+            pf_pci=pf_pci,
+            vf_index=st.vf_index,
+            orig_node_guid=orig.node_guid if orig else None,
+            orig_port_guid=orig.port_guid if orig else None,
+            guid=conf.guid,
+            pkey=conf.pkey,
+            host_ifname=st.host_ifname,
+            dpdk=st.dpdk,
+            rdma=conf.rdma_isolation,
+            network=conf.name,
+        )
+        earlier = deps.records.load_ib(cid, ifname)
+        if earlier is not None and earlier.pci == st.pci:
             # A record left by an ADD whose rollback failed: the VF may still
             # carry *our* GUID and name, so the originals are the recorded ones.
-            for key in ("orig_node_guid", "orig_port_guid", "host_ifname"):
-                rec[key] = earlier.get(key)
+            ib.orig_node_guid = earlier.orig_node_guid
+            ib.orig_port_guid = earlier.orig_port_guid
+            ib.host_ifname = earlier.host_ifname
         # Saved, and its undo registered, before the first GUID write: a crash
         # or a failure from here on still knows what to put back (issue #217:
         # the peer caches the *new* GUID as the original on a retried ADD).
-        records.save(self.args.container_id, self.args.ifname, rec, network=conf.name)
-        ctx.rb.push(
-            lambda: self._undo(deps, records, rec), f"restore the GUID of VF {st.pci}"
-        )
+        deps.records.save_ib(cid, ifname, ib)
+        ctx.rb.push(lambda: self._undo(deps, ib), f"restore the GUID of VF {st.pci}")
         _set_guids(deps, st.pf, st.vf_index, conf.guid, conf.guid)
         if not st.dpdk:
             try:
@@ -270,15 +265,15 @@ class GuidHook:
                 log.info("VF %s RDMA device is now %s", st.pci, rdma_dev)
         ctx.save()
 
-    def _undo(self, deps: Deps, records: StateCache, rec: Mapping[str, Any]) -> None:
+    def _undo(self, deps: Deps, ib: IbSection) -> None:
         try:
-            restore_guid(deps, rec, self.timeout)
+            restore_guid(deps, ib, self.timeout)
         except CniError as exc:
             if not isinstance(exc.__cause__, NotSupported):
                 raise
             # The PF refuses GUIDs altogether: ours was never written either.
-            log.warning("VF %s takes no GUID (%s); nothing to restore", rec["pci"], exc)
-        records.delete(self.args.container_id, self.args.ifname)
+            log.warning("VF %s takes no GUID (%s); nothing to restore", ib.pci, exc)
+        deps.records.delete_ib(self.args.container_id, self.args.ifname)
 
 
 # --------------------------------------------------------------------- ADD
@@ -308,38 +303,38 @@ def add(args: CmdArgs, conf: IbConf, deps: Deps, ipam: IpamClient | None) -> Res
 
 def _finish_guid(deps: Deps, cid: str, ifname: str, timeout: float) -> None:
     """Restore the GUID once the VF is home (its VF record gone); keep on error."""
-    records = StateCache(deps.state_dir, GUID_RECORDS)
-    rec = records.load(cid, ifname)
-    if rec is None:
+    records = deps.records
+    ib = records.load_ib(cid, ifname)
+    if ib is None:
         return
-    st = store_for(deps, PLUGIN).load(cid, ifname)
+    st = records.vf(PLUGIN).load(cid, ifname)
     if st is not None and st.stage != RELEASE_PENDING:
         # The shared DEL kept the VF record: the netdev is not home yet (netns
         # unknown), so a rebind now would pull it out of a live pod. GC or a
         # later DEL finishes. (A release-pending record's VF is home.)
-        log.warning("VF %s not back yet; its GUID is restored later", rec["pci"])
+        log.warning("VF %s not back yet; its GUID is restored later", ib.pci)
         return
     try:
-        restore_guid(deps, rec, timeout)
+        restore_guid(deps, ib, timeout)
     except (CniError, KernelError) as exc:
         if isinstance(exc.__cause__, NotSupported):
             # The PF refuses GUIDs altogether (a record left by an ADD on an
             # Ethernet VF before it was refused up front): nothing to restore.
-            log.warning("VF %s takes no GUID (%s); record dropped", rec["pci"], exc)
-            records.delete(cid, ifname)
+            log.warning("VF %s takes no GUID (%s); record dropped", ib.pci, exc)
+            records.delete_ib(cid, ifname)
             return
         raise CniError(
             DEVICE_ERROR,
-            f"failed to restore the GUID of VF {rec['pci']}",
+            f"failed to restore the GUID of VF {ib.pci}",
             f"{exc} (the record is kept; DEL can be retried)",
         ) from exc
-    records.delete(cid, ifname)
+    records.delete_ib(cid, ifname)
 
 
 def delete(args: CmdArgs, conf: IbConf, deps: Deps, ipam: IpamClient | None) -> None:
-    st = store_for(deps, PLUGIN).load(args.container_id, args.ifname)
-    rec = StateCache(deps.state_dir, GUID_RECORDS).load(args.container_id, args.ifname)
-    pci = st.pci if st else (str(rec["pci"]) if rec else "")
+    st = deps.records.vf(PLUGIN).load(args.container_id, args.ifname)
+    ib = deps.records.load_ib(args.container_id, args.ifname)
+    pci = st.pci if st else (ib.pci if ib else "")
     req = DetachRequest(PLUGIN, conf.name, args.container_id, args.ifname, args.netns)
     if not pci:
         detach(deps, req, ipam)  # nothing recorded: releases the address only
@@ -362,7 +357,7 @@ def delete(args: CmdArgs, conf: IbConf, deps: Deps, ipam: IpamClient | None) -> 
 def check(args: CmdArgs, conf: IbConf, deps: Deps, ipam: IpamClient | None) -> None:
     prev = prev_attachment(conf.base.prev_result, args.ifname)
     check_vf(deps, ipam, PLUGIN, conf.name, args, prev)
-    st = store_for(deps, PLUGIN).load(args.container_id, args.ifname)
+    st = deps.records.vf(PLUGIN).load(args.container_id, args.ifname)
     if st is not None and st.rdma_device:
         if st.rdma_device not in deps.rdma.devices(args.netns):
             raise CniError(
@@ -389,17 +384,17 @@ def gc_through(
                 deps, PLUGIN, conf.name, args.valid_attachments, ipam, ipam_for
             )
         timeout = rebind_timeout(args.env)
-        for rec in list(StateCache(deps.state_dir, GUID_RECORDS).records()):
-            if rec.network != conf.name or args.is_valid_attachment(
-                rec.container_id, rec.ifname
-            ):
+        for att in deps.records.all():
+            ib = att.ib
+            if ib is None or ib.network != conf.name:
+                continue
+            if args.is_valid_attachment(att.container_id, att.ifname):
                 continue
             try:
-                key = pf_lock_key(deps, str(rec.data.get("pci", "")))
-                with Locks(deps.state_dir).lock(key):
-                    _finish_guid(deps, rec.container_id, rec.ifname, timeout)
+                with Locks(deps.state_dir).lock(pf_lock_key(deps, ib.pci)):
+                    _finish_guid(deps, att.container_id, att.ifname, timeout)
             except CniError as exc:
-                errors.append(f"{rec.container_id}/{rec.ifname}: {exc}")
+                errors.append(f"{att.container_id}/{att.ifname}: {exc}")
         gc_failed(errors)
 
     return run

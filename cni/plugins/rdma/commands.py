@@ -43,10 +43,11 @@ from cni.errors import (
 )
 from cni.kernel import KernelError, VfInfo
 from cni.plugins.binding import Commands, bind, gc_failed
-from cni.plugins.rdma.config import STATE_VERSION, RdmaConf, load_conf
+from cni.plugins.rdma.config import RdmaConf, load_conf
+from cni.record.sections import RdmaSection
+from cni.record.store import AttachmentRecords
 from cni.rollback import Rollback
 from cni.skel import CmdArgs, PluginFuncs
-from cni.state.cache import StateCache
 from cni.state.locks import Locks
 from cni.types import Interface, Result
 
@@ -56,8 +57,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PLUGIN = "rdma"
-#: Our VF plugins' caches, consulted when the VF tables cannot name the VF.
-VF_PLUGIN_CACHES = ("sriov", "ib-sriov")
 NO_DEVICE_ID = '"DeviceID" network configuration attribute is required for rdma CNI'
 
 
@@ -118,14 +117,10 @@ def derive_pci(ca: CmdArgs, prev: Result, deps: Deps) -> str:
             if _matches(info, mac):
                 log.info("interface %s (%s) is VF %s", iface.name, mac, vf_pci)
                 return vf_pci
-    for plugin in VF_PLUGIN_CACHES:
-        record = StateCache(deps.state_dir, plugin).load(ca.container_id, iface.name)
-        pci = (record or {}).get("pci")
-        if isinstance(pci, str) and pci:
-            log.info(
-                "interface %s is VF %s (from the %s state)", iface.name, pci, plugin
-            )
-            return pci
+    st = deps.records.any_vf(ca.container_id, iface.name)
+    if st is not None and st.pci:
+        log.info("interface %s is VF %s (from its VF record)", iface.name, st.pci)
+        return st.pci
     raise CniError(
         DEVICE_ERROR,
         f"failed to find the VF of interface {iface.name} ({mac})",
@@ -136,28 +131,24 @@ def derive_pci(ca: CmdArgs, prev: Result, deps: Deps) -> str:
 # --------------------------------------------------------------- commands
 
 
-def _record(pci: str, dev: str, netns: str) -> dict[str, Any]:
-    # rdma-cni's RdmaNetState keys, plus the netns DEL needs when CNI_NETNS is "".
-    return {
-        "version": STATE_VERSION,
-        "deviceID": pci,
-        "sandboxRdmaDevName": dev,
-        "containerRdmaDevName": dev,
-        "netns": netns,
-    }
+def _section(pci: str, dev: str, netns: str, network: str) -> RdmaSection:
+    # The netns is what DEL needs when CNI_NETNS is "" (rdma-cni keeps none).
+    return RdmaSection(
+        device_id=pci, container_dev=dev, sandbox_dev=dev, netns=netns, network=network
+    )
 
 
-def _already_attached(deps: Deps, cache: StateCache, ca: CmdArgs, pci: str) -> bool:
+def _already_attached(deps: Deps, ca: CmdArgs, pci: str) -> bool:
     """A repeated ADD of an attachment that is in place succeeds unchanged.
 
     Without this, the retried move would fail (the device is no longer in the
     host) and its rollback would delete the record the first ADD wrote, so
     DEL could no longer bring the device back.
     """
-    record = cache.load(ca.container_id, ca.ifname)
-    if record is None or record.get("deviceID") != pci:
+    rdma = deps.records.load_rdma(ca.container_id, ca.ifname)
+    if rdma is None or rdma.device_id != pci:
         return False
-    dev = str(record.get("containerRdmaDevName"))
+    dev = rdma.container_dev
     try:
         present = dev in deps.rdma.devices(ca.netns)
     except KernelError:
@@ -172,19 +163,16 @@ def add(ca: CmdArgs, conf: RdmaConf, deps: Deps, ipam: None) -> Result | None:
     prev = ca.conf.prev_result
     assert prev is not None  # load_conf refuses an ADD without one
     pci = conf.device_id or derive_pci(ca, prev, deps)
-    cache = StateCache(deps.state_dir, PLUGIN)
+    records = deps.records
     with Locks(deps.state_dir).lock(pci), Rollback(log) as rb:
-        if _already_attached(deps, cache, ca, pci):
+        if _already_attached(deps, ca, pci):
             return None
         dev = resolve_rdma_device(deps.sysfs, pci)
-        cache.save(
-            ca.container_id,
-            ca.ifname,
-            _record(pci, dev, ca.netns),
-            network=conf.base.name,
+        records.save_rdma(
+            ca.container_id, ca.ifname, _section(pci, dev, ca.netns, conf.base.name)
         )
         rb.push(
-            lambda: cache.delete(ca.container_id, ca.ifname),
+            lambda: records.delete_rdma(ca.container_id, ca.ifname),
             "delete the rdma state",
         )
         move_rdma_in(deps.rdma, dev, ca.netns, rb)
@@ -195,15 +183,13 @@ def add(ca: CmdArgs, conf: RdmaConf, deps: Deps, ipam: None) -> Result | None:
 
 def _restore(
     deps: Deps,
-    cache: StateCache,
+    records: AttachmentRecords,
     cid: str,
     ifname: str,
-    record: dict[str, Any],
+    rdma: RdmaSection,
     netns: str,
 ) -> None:
-    dev = str(record.get("containerRdmaDevName") or record.get("sandboxRdmaDevName"))
-    pci = str(record.get("deviceID", ""))
-    recorded = str(record.get("netns") or "")
+    dev, pci, recorded = rdma.device, rdma.device_id, rdma.netns
     if netns and recorded and netns != recorded:
         log.warning(
             "DEL of %s/%s: CNI_NETNS %s is not the netns ADD used (%s); "
@@ -220,25 +206,25 @@ def _restore(
         if outcome is MoveOutcome.NOT_FOUND and netns and netns != recorded:
             outcome = move_rdma_out(deps.rdma, dev, netns)
         log.info("RDMA device %s: %s", dev, outcome.value)
-        cache.delete(cid, ifname)
+        records.delete_rdma(cid, ifname)
 
 
 def delete(ca: CmdArgs, conf: RdmaConf, deps: Deps, ipam: None) -> None:
-    cache = StateCache(deps.state_dir, PLUGIN)
-    record = cache.load(ca.container_id, ca.ifname)
-    if record is None:
+    records = deps.records
+    rdma = records.load_rdma(ca.container_id, ca.ifname)
+    if rdma is None:
         log.warning(
             "no rdma state for %s/%s: nothing to restore", ca.container_id, ca.ifname
         )
         return
-    _restore(deps, cache, ca.container_id, ca.ifname, record, ca.netns)
+    _restore(deps, records, ca.container_id, ca.ifname, rdma, ca.netns)
 
 
 def check(ca: CmdArgs, conf: RdmaConf, deps: Deps, ipam: None) -> None:
-    record = StateCache(deps.state_dir, PLUGIN).load(ca.container_id, ca.ifname)
-    if record is None:
+    rdma = deps.records.load_rdma(ca.container_id, ca.ifname)
+    if rdma is None:
         raise CniError(CHECK_FAILED, "no rdma state for this attachment")
-    dev = str(record.get("containerRdmaDevName"))
+    dev = rdma.container_dev
     try:
         present = dev in deps.rdma.devices(ca.netns)
     except KernelError as exc:
@@ -251,17 +237,18 @@ def check(ca: CmdArgs, conf: RdmaConf, deps: Deps, ipam: None) -> None:
 
 def gc(ca: CmdArgs, conf: RdmaConf, deps: Deps, ipam: None) -> None:
     """Restore the devices of attachments of this network the runtime dropped."""
-    cache = StateCache(deps.state_dir, PLUGIN)
+    records = deps.records
     errors: list[str] = []
-    for rec in list(cache.records()):
-        if rec.network != conf.base.name or ca.is_valid_attachment(
-            rec.container_id, rec.ifname
-        ):
+    for att in records.all():
+        rdma = att.rdma
+        if rdma is None or rdma.network != conf.base.name:
+            continue
+        if ca.is_valid_attachment(att.container_id, att.ifname):
             continue
         try:
-            _restore(deps, cache, rec.container_id, rec.ifname, rec.data, "")
+            _restore(deps, records, att.container_id, att.ifname, rdma, "")
         except CniError as exc:  # GC goes on (SPEC.md "GC"), then reports
-            errors.append(f"{rec.container_id}/{rec.ifname}: {exc}")
+            errors.append(f"{att.container_id}/{att.ifname}: {exc}")
     gc_failed(errors)
 
 

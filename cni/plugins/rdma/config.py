@@ -24,8 +24,6 @@ from cni.types import is_pci_address
 if TYPE_CHECKING:
     from cni.skel import CmdArgs
 
-STATE_VERSION = "1.0"  # rdma-cni's RdmaNetState.Version
-
 
 @dataclass(frozen=True, slots=True)
 class RdmaConf:

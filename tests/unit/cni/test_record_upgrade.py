@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from cni.attach.state import Stage, VfState
+from cni.record.vf import Stage, VfState
 
 STATE = Path(__file__).resolve().parents[2] / "fixtures" / "state-0.1.0" / "state"
 VF_RECORDS = sorted([*STATE.glob("sriov/*.json"), *STATE.glob("ib-sriov/*.json")])

@@ -14,13 +14,13 @@ from pyroute2.ethtool import ioctl as pyroute2_ethtool
 
 from cni.attach.commands import attach_spec
 from cni.attach.pf import PfSettings
-from cni.attach.state import StateStore, VfState
 from cni.exporter.ethtool import EthtoolStats, read_netdev
 from cni.exporter.records import pod_nics
 from cni.exporter.server import register, serve
 from cni.plugins.sriov.config import load_conf
+from cni.record.store import AttachmentRecords
+from cni.record.vf import VfState
 from cni.skel import CmdArgs
-from cni.state.cache import StateCache
 from tests.doubles.rdma_node import RdmaNode
 
 
@@ -57,7 +57,7 @@ def test_add_records_the_pod_from_cni_args_and_the_exporter_reads_it(
         pod_name=spec.pod_name,
         stage="addressed",
     )
-    StateStore(StateCache(tmp_path, "sriov")).save(st)
+    AttachmentRecords(tmp_path).vf("sriov").save(st)
     [nic] = pod_nics(tmp_path)
     assert (nic.pod_namespace, nic.pod_name, nic.netns, nic.pci, nic.parent) == (
         "team-a",

@@ -17,6 +17,7 @@ from cni.plugins.ib_sriov.commands import (
     rebind_timeout,
     restore_guid,
 )
+from cni.record.sections import IbSection
 from railyard_sim.pci_tree import PciTree
 from tests.unit.cni.rdma.fakes import NotUsed
 
@@ -57,17 +58,17 @@ def deps_with(tmp: Path, vf: object) -> Deps:
     )  # type: ignore[arg-type]
 
 
-def record(orig_node: str | None, orig_port: str | None) -> dict[str, object]:
+def record(orig_node: str | None, orig_port: str | None) -> IbSection:
     # dpdk: GUIDs only, no rebind (vfio-bound VFs have no netdev to wait for).
-    return {
-        "pf": "ib0",
-        "vf_index": 1,
-        "pci": VF_A1,
-        "orig_node_guid": orig_node,
-        "orig_port_guid": orig_port,
-        "dpdk": True,
-        "host_ifname": None,
-    }
+    return IbSection(
+        pf="ib0",
+        vf_index=1,
+        pci=VF_A1,
+        orig_node_guid=orig_node,
+        orig_port_guid=orig_port,
+        dpdk=True,
+        host_ifname=None,
+    )
 
 
 @pytest.mark.parametrize("orig", [None, "", "00:00:00:00:00:00:00:00"])

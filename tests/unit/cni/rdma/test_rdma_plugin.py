@@ -15,9 +15,12 @@ from typing import Any
 import pytest
 
 from cni.deps import Deps
+from cni.exporter.records import pod_nics
 from cni.kernel import DeviceBusy, VfInfo
 from cni.kernel.sysfs import Sysfs
 from cni.plugins.rdma.commands import plugin_funcs
+from cni.record.store import AttachmentRecords
+from cni.record.vf import Stage, VfState
 from cni.skel import CmdArgs, run_plugin
 from cni.state.cache import StateCache
 from railyard_sim.pci_tree import PciTree
@@ -294,6 +297,34 @@ def test_failed_del_keeps_the_state_and_a_retry_completes(host: Host) -> None:
     host.rdma.fail_move = None
     assert host.run("DEL", conf()) == (0, None)
     assert host.rdma.where["mlx5_2"] is None and host.state() is None
+
+
+# ---------------------------------------------------------------- exporter
+
+
+def test_the_exporter_reads_the_rdma_section_the_plugin_wrote(host: Host) -> None:
+    # sriov ran first in the conflist and recorded its VF without an RDMA move.
+    AttachmentRecords(host.state_dir).vf("sriov").save(
+        VfState(
+            container_id="c1",
+            ifname="net1",
+            network="rdma-net",
+            netns=POD,
+            pci=VF0,
+            stage=Stage.ADDRESSED,
+        )
+    )
+    assert host.run("ADD", conf())[0] == 0
+    [nic] = pod_nics(host.state_dir)
+    assert (nic.container_id, nic.ifname, nic.pci, nic.rdma_device) == (
+        "c1",
+        "net1",
+        VF0,
+        "mlx5_2",
+    )
+    assert host.run("DEL", conf()) == (0, None)
+    [nic] = pod_nics(host.state_dir)
+    assert nic.rdma_device == ""
 
 
 # ----------------------------------------------------------- CHECK, GC, STATUS

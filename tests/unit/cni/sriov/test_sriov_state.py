@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from cni.attach.pf import PfSettings
-from cni.attach.state import StateStore, VfState
 from cni.kernel import RouteSpec, RuleSpec, VfInfo
-from cni.state.cache import StateCache
+from cni.record.store import AttachmentRecords
+from cni.record.vf import VfState
 
 
 def full_state() -> VfState:
@@ -42,7 +42,7 @@ def full_state() -> VfState:
 
 
 def test_record_round_trips_every_field(tmp_path: Path) -> None:
-    store = StateStore(StateCache(tmp_path, "sriov"))
+    store = AttachmentRecords(tmp_path).vf("sriov")
     st = full_state()
     store.save(st)
     assert store.load("c1", "net1") == st
@@ -50,13 +50,13 @@ def test_record_round_trips_every_field(tmp_path: Path) -> None:
 
 
 def test_record_file_is_private(tmp_path: Path) -> None:
-    store = StateStore(StateCache(tmp_path, "sriov"))
+    store = AttachmentRecords(tmp_path).vf("sriov")
     store.save(full_state())
     (path,) = (tmp_path / "sriov").glob("*.json")
     assert path.stat().st_mode & 0o777 == 0o600
 
 
 def test_missing_record_loads_as_none_and_delete_is_idempotent(tmp_path: Path) -> None:
-    store = StateStore(StateCache(tmp_path, "sriov"))
+    store = AttachmentRecords(tmp_path).vf("sriov")
     assert store.load("nope", "net1") is None
     store.delete("nope", "net1")

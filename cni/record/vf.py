@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The VF attachment record: everything DEL needs, cached before the first change.
+"""The VF part of an attachment record: everything DEL needs, cached before the
+first change. ``PfSettings`` lives here because the record keeps them
+(``cni.attach.pf`` applies and restores them).
 
-Standard library and the contract modules only.
+Standard library and ``cni.kernel``'s value types only.
 
 Compared with sriov-cni's cache (``OrigVfState`` + NetConf) the
 record also keeps the DPDK mode (the peer drops it, PR #346), the host ifindex
@@ -17,11 +19,43 @@ from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
 from typing import Any
 
-from cni.attach.pf import PfSettings, vf_info_from_json, vf_info_to_json
 from cni.kernel import RouteSpec, RuleSpec, VfInfo
-from cni.state.cache import StateCache
 
 SCHEMA = 1
+
+
+@dataclass(frozen=True, slots=True)
+class PfSettings:
+    """The VF settings a netconf asks for; None = leave that setting alone."""
+
+    mac: str | None = None
+    vlan: int | None = None
+    qos: int = 0
+    vlan_proto: int = 0x8100
+    spoofchk: bool | None = None
+    trust: bool | None = None
+    link_state: int | None = None
+    min_tx_rate: int | None = None
+    max_tx_rate: int | None = None
+
+    @property
+    def rate_set(self) -> bool:
+        return self.min_tx_rate is not None or self.max_tx_rate is not None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> PfSettings:
+        return cls(**obj)
+
+
+def vf_info_to_json(info: VfInfo) -> dict[str, Any]:
+    return asdict(info)
+
+
+def vf_info_from_json(obj: dict[str, Any]) -> VfInfo:
+    return VfInfo(**obj)
 
 
 class Stage(StrEnum):
@@ -100,6 +134,10 @@ class VfState:
         data = {k: v for k, v in obj.items() if k in known}
         # The cache adds camelCase bookkeeping keys; ours are snake_case.
         data.setdefault("container_id", obj.get("containerID", ""))
+        # A record cut short by hand or by a foreign writer still names its
+        # VF where it can (rdma looks the VF up by it); the rest is optional.
+        for key in ("ifname", "network", "netns", "pci"):
+            data.setdefault(key, "")
         if data.get("orig_vf") is not None:
             data["orig_vf"] = vf_info_from_json(data["orig_vf"])
         data["pf_settings"] = PfSettings.from_json(data.get("pf_settings") or {})
@@ -110,23 +148,3 @@ class VfState:
         ]
         data["stage"] = Stage(data.get("stage") or Stage.NEW)
         return cls(**data)
-
-
-class StateStore:
-    """VfState records of one plugin in the atomic cache (``cni.state.cache``)."""
-
-    def __init__(self, cache: StateCache) -> None:
-        self.cache = cache
-
-    def save(self, st: VfState) -> None:
-        self.cache.save(st.container_id, st.ifname, st.to_json(), network=st.network)
-
-    def load(self, container_id: str, ifname: str) -> VfState | None:
-        data = self.cache.load(container_id, ifname)
-        return None if data is None else VfState.from_json(data)
-
-    def delete(self, container_id: str, ifname: str) -> None:
-        self.cache.delete(container_id, ifname)
-
-    def all(self) -> list[VfState]:
-        return [VfState.from_json(r.data) for r in self.cache.records()]
