@@ -138,7 +138,7 @@ class AttachmentRecords:
         """Every attachment with at least one readable part, for GC and the
         exporter; sorted by (container ID, ifname).
 
-        A part that does not decode is left out (GC must go on, SPEC.md "GC")
+        A part that does not decode is left out (GC must go on past it)
         while ``load_*`` reports it.
         """
         found: dict[tuple[str, str], Attachment] = {}
