@@ -11,8 +11,7 @@ Imports nothing itself (importing ``cni.attach`` must cost nothing). Modules:
 - ``device``: ``resolve_vf(sysfs, pci)`` -> ``VfDevice`` (PF, VF index,
   netdev, DPDK mode, RDMA devices) with sriov-cni's messages.
 - ``allocation``: per-PCI allocation markers (refuse a VF held by a live
-  netns, clear stale ones); ``HomeNames``, a VF's last host name where sysfs
-  lags a rename.
+  netns, clear stale ones).
 - ``ipam_glue``: ``ipam_request(args, conf)`` and ``to_result(attached)``
   for any netconf satisfying ``IpamConf`` (sriov, ib-sriov);
   ``attachment_request`` (railyard-ipam too).
