@@ -197,9 +197,10 @@ def attach(
                     "is another pod using it?",
                 )
         orig_vf = read_vf(deps.vf, dev.pf, dev.vf_index)
-        kind = link_kind(host, deps.links.find(dev.pf), orig_vf)
+        pf = deps.links.find(dev.pf)
+        kind = link_kind(host, pf, orig_vf)
         require_link_kind(spec.plugin, dev, kind, spec.link_kind, spec.link_kind_reason)
-        _check_mtu(deps, dev, spec.mtu)
+        _check_mtu(dev, pf, spec.mtu)
         rdma_dev = None
         if spec.rdma_isolation:
             # Loaded only when asked. Checked before the first change, so a
@@ -323,10 +324,9 @@ def _forget(
     allocations.release(st.pci)
 
 
-def _check_mtu(deps: Deps, dev: VfDevice, mtu: int | None) -> None:
+def _check_mtu(dev: VfDevice, pf: LinkInfo | None, mtu: int | None) -> None:
     if not mtu:
         return
-    pf = deps.links.find(dev.pf)
     if pf is not None and mtu > pf.mtu:
         raise CniError(
             INVALID_CONFIG,

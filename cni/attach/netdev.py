@@ -16,6 +16,7 @@ rename happened (kernel 6.x keeps the old name as an altname, sriov-cni #445).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 from functools import partial
@@ -35,11 +36,16 @@ from cni.rollback import Rollback
 log = logging.getLogger(__name__)
 
 
-def _drop_altnames(links: Links, name: str, netns: str | None, stale: set[str]) -> None:
+def _drop_altnames(
+    links: Links, name: str, netns: str | None, stale: set[str]
+) -> LinkInfo:
+    """Remove the ``stale`` altnames of ``name``; the link as it is then."""
     info = links.get(name, netns)
     for alt in info.altnames:
         if alt in stale:
             links.del_altname(name, alt, netns)
+    kept = tuple(alt for alt in info.altnames if alt not in stale)
+    return dataclasses.replace(info, altnames=kept)
 
 
 def _rename_via(
@@ -72,12 +78,14 @@ def _rename_in(
     src: str | None,
     dst: str | None,
     rename_in: str | None,
-) -> None:
+) -> LinkInfo | None:
     """Move ``name`` from ``src`` to ``dst`` as ``new_name`` with one netns move.
 
     The rename happens in ``rename_in`` (``src`` or ``dst``, never the host),
     which must not hold a link called like the name taken there. On failure
-    the link is put back as it was before the error propagates.
+    the link is put back as it was before the error propagates. Returns the
+    link as ``dst`` shows it when the rename was the last step, else None (a
+    move may renumber it, so only a new lookup can tell).
     """
     moved = False
     current = name
@@ -88,9 +96,11 @@ def _rename_in(
         if new_name != name:
             links.rename(name, new_name, rename_in)
             current = new_name
-        _drop_altnames(links, new_name, rename_in, {name, new_name})
+        info = _drop_altnames(links, new_name, rename_in, {name, new_name})
         if not moved:
             links.move(new_name, dst, netns=src)
+            return None
+        return info
     except BaseException:
         # Renamed in src: the move was the last step, so nothing moved.
         _put_back(links, current, name, dst if moved else src, src)
@@ -117,18 +127,21 @@ def _move_renamed(
     new_name: str,
     src: str | None,
     dst: str | None,
-) -> None:
+) -> LinkInfo | None:
     """One move renamed in whichever of ``src``/``dst`` is not the host and has
-    no link called ``name``/``new_name``; else through a temporary netns."""
+    no link called ``name``/``new_name``; else through a temporary netns.
+
+    Returns the link in ``dst`` when the last step already showed it, else None.
+    """
     if name == new_name:
         links.move(name, dst, netns=src)
-        return
+        return None
     if dst is not None and links.find(name, dst) is None:
-        _rename_in(links, name, new_name, src, dst, dst)
-    elif src is not None and links.find(new_name, src) is None:
-        _rename_in(links, name, new_name, src, dst, src)
-    else:
-        _rename_via(links, namespaces, name, new_name, src, dst)
+        return _rename_in(links, name, new_name, src, dst, dst)
+    if src is not None and links.find(new_name, src) is None:
+        return _rename_in(links, name, new_name, src, dst, src)
+    _rename_via(links, namespaces, name, new_name, src, dst)
+    return None
 
 
 def move_into_pod(
@@ -154,7 +167,7 @@ def move_into_pod(
             f"{ifname} already exists in {pod_netns}",
         )
     try:
-        _move_renamed(links, namespaces, host_name, ifname, None, pod_netns)
+        moved = _move_renamed(links, namespaces, host_name, ifname, None, pod_netns)
     except LinkExists as exc:
         raise CniError(
             DEVICE_ERROR,
@@ -170,7 +183,7 @@ def move_into_pod(
         lambda: return_to_host(links, namespaces, ifname, pod_netns, host_name),
         f"move {ifname} back to the host as {host_name}",
     )
-    return links.get(ifname, pod_netns)
+    return moved if moved is not None else links.get(ifname, pod_netns)
 
 
 def _guard_stranded(
@@ -282,7 +295,10 @@ def configure_in_pod(
             log.debug("sysctl %s=1 in %s ignored: %s", key, netns, exc)
     rb.push(lambda: links.set_down(ifname, netns), f"set {ifname} down")
     links.set_up(ifname, netns)
-    return links.get(ifname, netns)
+    if (mac and mac != orig.mac) or (mtu and mtu != orig.mtu):
+        # Something was written: report the MAC and MTU as the kernel took them.
+        return links.get(ifname, netns)
+    return dataclasses.replace(orig, up=True)
 
 
 def locate_host_netdev(
