@@ -30,6 +30,7 @@ import ipaddress
 import os
 import socket
 import struct
+from collections import Counter
 from typing import Any
 
 from pyroute2 import AsyncIPRoute
@@ -201,6 +202,8 @@ class PyRoute2Links:
         self._own_key = netns_key(OWN_NETNS)
         self._loop = asyncio.new_event_loop()
         self._channels: dict[tuple[int, int], _Channel] = {}
+        # Requests sent, by message type (RTM_*): what a command costs in netlink.
+        self.requests: Counter[int] = Counter()
         self._closed = False
         register_cache(self)
 
@@ -233,6 +236,7 @@ class PyRoute2Links:
         self, netns: NetnsPath, msg: Any, msg_type: int, flags: int, what: str
     ) -> list[Any]:
         chan = self._channel(netns)
+        self.requests[msg_type] += 1
         try:
             return chan.request(msg, msg_type, flags)
         except NetlinkError as exc:
@@ -245,6 +249,7 @@ class PyRoute2Links:
         the table changed under it); pyroute2 0.9.7 only sets the header flag."""
         chan = self._channel(netns)
         for _ in range(DUMP_ATTEMPTS):
+            self.requests[msg_type] += 1
             try:
                 msgs = chan.request(msg_factory(), msg_type, NLM_F_REQUEST | NLM_F_DUMP)
             except NetlinkDumpInterrupted:

@@ -4,8 +4,9 @@
 Each answer is an RTM_NEWLINK that pyroute2 takes ~1.5 ms to decode, and a
 warm ADD must not cost more than the Go chain's. The lifecycle carries what a
 step already learnt to the next step instead of asking again; these ceilings
-keep a new step from silently asking once more. (The real adapter's own
-lookups, by index, are pinned in tests/integration/sriov.)
+keep a new step from silently asking once more. (The real adapter's
+requests, with the index lookups of rename, address and route changes, are
+counted in tests/integration/sriov/test_sriov_netlink_cost.py.)
 """
 
 from __future__ import annotations
