@@ -20,7 +20,7 @@ Imports nothing itself (importing ``cni.attach`` must cost nothing). Modules:
 - ``commands``: what both plugins' ``cmd_*`` share: ``attach_spec``, the deps
   and IPAM client of a command (``resources``), CHECK's prevResult, STATUS
   and GC reporting.
-- ``pf``: ``PfSettings``, ``apply_pf_settings`` (undo registered per setting),
+- ``pf``: ``apply_pf_settings`` (undo registered per setting),
   ``restore_pf_settings``.
 - ``netdev``: move into the pod (one move, renamed in the pod; a temporary
   netns on a name collision), altname cleanup, MAC/MTU/up; back to the host;

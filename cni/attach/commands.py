@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 from cni.attach.conf import detection_window
 from cni.attach.detection import DetectionPolicy
 from cni.attach.ipam_glue import IpamConf, ipam_request
-from cni.attach.lifecycle import AttachSpec, RoutingPolicy, check, store_for
-from cni.attach.pf import PfSettings
+from cni.attach.lifecycle import AttachSpec, RoutingPolicy, check
 from cni.attach.teardown import ipam_netconf
 from cni.errors import CHECK_FAILED, CniError
 from cni.ipam import IpamError, check_plugin_type
 from cni.ipam.choose import IPAMD_TYPES
+from cni.record.vf import PfSettings
 from cni.types import Result
 
 if TYPE_CHECKING:
@@ -159,7 +159,7 @@ def del_ipam_netconf(plugin: str) -> Callable[[CmdArgs, Deps], dict[str, Any]]:
     """DEL's ``Commands.del_ipam_netconf``: the IPAM that allocated (the record's)."""
 
     def pick(args: CmdArgs, deps: Deps) -> dict[str, Any]:
-        st = store_for(deps, plugin).load(args.container_id, args.ifname)
+        st = deps.records.vf(plugin).load(args.container_id, args.ifname)
         return ipam_netconf(args.netconf, st)
 
     return pick

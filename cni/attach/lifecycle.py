@@ -47,7 +47,7 @@ from cni.attach.netdev import (
     restore_link,
     return_to_host,
 )
-from cni.attach.pf import PfSettings, apply_pf_settings, read_vf, restore_pf_settings
+from cni.attach.pf import apply_pf_settings, read_vf, restore_pf_settings
 from cni.attach.routing import (
     add_addresses,
     apply_routing,
@@ -76,7 +76,7 @@ from cni.ipam import (
 )
 from cni.kernel import KernelError, LinkInfo, NetnsNotFound
 from cni.record.store import VfRecords
-from cni.record.vf import Stage, VfState
+from cni.record.vf import PfSettings, Stage, VfState
 from cni.rollback import Rollback
 from cni.state.locks import Locks
 
@@ -169,10 +169,6 @@ class Attached:
     link_type: int = 1  # ARPHRD_*: 32 for IPoIB
 
 
-def store_for(deps: Deps, plugin: str) -> VfRecords:
-    return deps.records.vf(plugin)
-
-
 def attach(
     deps: Deps,
     spec: AttachSpec,
@@ -180,7 +176,7 @@ def attach(
     hooks: Sequence[Hook] = (),
 ) -> Attached:
     """ADD: attach the VF at ``spec.pci`` to the pod (see module doc)."""
-    store = store_for(deps, spec.plugin)
+    store = deps.records.vf(spec.plugin)
     allocations = Allocations(deps.state_dir)
     with Locks(deps.state_dir).lock(spec.pci):
         allocations.check(spec.pci, spec.netns, deps.netns)
@@ -468,7 +464,7 @@ def detach(deps: Deps, req: DetachRequest, ipam: IpamClient | None) -> None:
     a WARNING (as Spiderpool does) - ipamd's own GC reclaims what no valid
     attachment holds.
     """
-    store = store_for(deps, req.plugin)
+    store = deps.records.vf(req.plugin)
     st = store.load(req.container_id, req.ifname)
     if st is None:
         log.info(
@@ -687,7 +683,7 @@ def check(
     prev_mac: str,
 ) -> None:
     """CHECK: the interface, its addresses, routes and rules are as ADD left them."""
-    st = store_for(deps, plugin).load(container_id, ifname)
+    st = deps.records.vf(plugin).load(container_id, ifname)
     if st is None:
         raise CniError(
             CHECK_FAILED,
@@ -767,7 +763,7 @@ def gc(
     allocated a record (``commands.record_ipams``), default ``ipam``."""
     keep = {(a.container_id, a.ifname) for a in valid}
     errors: list[str] = []
-    for st in store_for(deps, plugin).all():
+    for st in deps.records.vf(plugin).all():
         if st.network != network or (st.container_id, st.ifname) in keep:
             continue
         try:

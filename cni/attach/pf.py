@@ -20,9 +20,7 @@ from typing import NamedTuple
 
 from cni.errors import DEVICE_ERROR, CniError
 from cni.kernel import KernelError, NotSupported, VfInfo, VfOps
-
-# Re-exported: the settings are part of the VF record (``cni.record.vf``).
-from cni.record.vf import PfSettings as PfSettings
+from cni.record.vf import PfSettings
 from cni.rollback import Rollback
 
 log = logging.getLogger(__name__)

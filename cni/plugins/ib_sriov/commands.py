@@ -62,7 +62,6 @@ from cni.attach.lifecycle import (
 )
 from cni.attach.lifecycle import gc as gc_vfs
 from cni.attach.netdev import rename_in_host
-from cni.attach.pf import PfSettings
 from cni.deps import default_deps
 from cni.errors import CHECK_FAILED, DEVICE_ERROR, STATUS_UNAVAILABLE, CniError
 from cni.ipam import IpamClient
@@ -70,6 +69,7 @@ from cni.kernel import KernelError, NotSupported, Timeout
 from cni.plugins.binding import Commands, bind, gc_failed
 from cni.plugins.ib_sriov.config import IbConf, load_conf
 from cni.record.sections import IbSection
+from cni.record.vf import PfSettings
 from cni.skel import CmdArgs, PluginFuncs
 from cni.state.locks import Locks
 from cni.types import Result

@@ -30,11 +30,11 @@ from cni.attach.device import ETHERNET
 from cni.attach.ipam_glue import to_result
 from cni.attach.lifecycle import AttachSpec, DetachRequest, attach, detach
 from cni.attach.lifecycle import gc as gc_vfs
-from cni.attach.pf import PfSettings
 from cni.deps import default_deps
 from cni.ipam import IpamClient
 from cni.plugins.binding import ADD, CHECK, DEL, GC, Commands, bind, gc_failed
 from cni.plugins.sriov.config import NetConf, load_conf
+from cni.record.vf import PfSettings
 from cni.skel import CmdArgs, PluginFuncs
 from cni.types import Result
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from cni.attach.pf import PfSettings, apply_pf_settings, restore_pf_settings
+from cni.attach.pf import apply_pf_settings, restore_pf_settings
 from cni.errors import DEVICE_ERROR, CniError
 from cni.kernel import DeviceBusy, NotSupported, VfInfo
+from cni.record.vf import PfSettings
 from cni.rollback import Rollback
 from tests.doubles.fake_vf import FakeVfOps
 

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cni.attach.pf import PfSettings
 from cni.kernel import RouteSpec, RuleSpec, VfInfo
 from cni.record.store import AttachmentRecords
-from cni.record.vf import VfState
+from cni.record.vf import PfSettings, VfState
 
 
 def full_state() -> VfState:
