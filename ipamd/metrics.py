@@ -17,16 +17,12 @@ Imports prometheus_client; loaded by ``ipamd serve`` only when metrics are on.
 from __future__ import annotations
 
 import logging
-import socket
-import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
-
-from ipamd.settings import HTTP_STOP_POLL_SECONDS
 
 log = logging.getLogger(__name__)
 
@@ -181,31 +177,21 @@ class MetricsEndpoint:
     """``/metrics`` of one registry on ``host:port`` (a daemon thread)."""
 
     def __init__(self, listen: str, registry: CollectorRegistry) -> None:
-        from http.server import ThreadingHTTPServer
-
         from prometheus_client import MetricsHandler
+
+        from ipamd.http_endpoint import HttpEndpoint
 
         host, sep, port = listen.rpartition(":")
         if not sep or not host or not port.isdigit():
             raise ValueError(f"metrics listen address {listen!r}: expected HOST:PORT")
-        host = host.strip("[]")
-        server_class = type(
-            "IpamdMetricsServer",
-            (ThreadingHTTPServer,),
-            {"address_family": socket.AF_INET6 if ":" in host else socket.AF_INET},
+        self._endpoint = HttpEndpoint(
+            host.strip("[]"),
+            int(port),
+            MetricsHandler.factory(registry),
+            "ipamd-metrics",
         )
-        self._server = server_class((host, int(port)), MetricsHandler.factory(registry))
-        self._thread = threading.Thread(
-            target=self._server.serve_forever,
-            args=(HTTP_STOP_POLL_SECONDS,),
-            name="ipamd-metrics",
-            daemon=True,
-        )
-        self._thread.start()
-        self.address = f"{listen.rpartition(':')[0]}:{self._server.server_address[1]}"
+        self.address = f"{host}:{self._endpoint.port}"
         log.info("metrics on http://%s/metrics", self.address)
 
     def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(5)
+        self._endpoint.stop()

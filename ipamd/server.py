@@ -21,15 +21,16 @@ import socket
 import stat
 import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import grpc
 
 from ipamd.engine import Engine
+from ipamd.http_endpoint import HttpEndpoint
 from ipamd.servicer import IpamServicer, add_to_server
-from ipamd.settings import HTTP_STOP_POLL_SECONDS, Settings
+from ipamd.settings import Settings
 from ipamd.store import Store, StoreError
 
 if TYPE_CHECKING:
@@ -136,19 +137,12 @@ class _HealthServer:
             def log_message(self, format: str, *args: Any) -> None:
                 pass  # probes every few seconds would flood the log
 
-        self.httpd = ThreadingHTTPServer((host or "0.0.0.0", int(port)), Handler)
-        self.address = f"{host or '0.0.0.0'}:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(
-            target=self.httpd.serve_forever,
-            args=(HTTP_STOP_POLL_SECONDS,),
-            name="ipamd-health",
-            daemon=True,
-        )
-        self.thread.start()
+        host = host or "0.0.0.0"
+        self._endpoint = HttpEndpoint(host, int(port), Handler, "ipamd-health")
+        self.address = f"{host}:{self._endpoint.port}"
 
     def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self._endpoint.stop()
 
 
 @dataclass

@@ -10,10 +10,6 @@ DEFAULT_SOCKET = Path("/run/railyard/ipamd.sock")
 DEFAULT_DB_URL = "sqlite:////var/lib/railyard/ipamd.db"
 SOCKET_ENV = "RAILYARD_IPAMD_SOCKET"
 DB_ENV = "RAILYARD_IPAMD_DB"
-#: How often the HTTP endpoints' (metrics, health) serve loops look for a stop
-#: request: stopping waits up to this long (the standard library's default
-#: is half a second).
-HTTP_STOP_POLL_SECONDS = 0.1
 
 
 @dataclass(frozen=True, slots=True)
