@@ -32,6 +32,7 @@ PostgreSQL SQLAlchemy sends those as multi-row INSERTs). Design:
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import fields
@@ -70,8 +71,19 @@ from ipamd.store.schema import (
 )
 
 MIGRATIONS = Path(__file__).parent / "migrations"
+log = logging.getLogger(__name__)
+
 # Any 64-bit key: serialises concurrent migrations of replicas starting at once.
 _MIGRATION_LOCK = 0x7261696C79617264  # "railyard"
+#: PostgreSQL's view of the locks held and awaited (the columns read here).
+_LOCKS = sa.table(
+    "pg_locks",
+    sa.column("locktype"),
+    sa.column("relation"),
+    sa.column("granted", sa.Boolean),
+    sa.column("mode"),
+    sa.column("pid"),
+)
 
 # The allocations columns named like the record's fields, in its order.
 _ROW_FIELDS = tuple(f.name for f in fields(AllocationRow))
@@ -308,7 +320,15 @@ class SqlStore:
 
     def acquire_lease(self, holder: str, ttl: float) -> LeaseView:
         lease = lease_table
+        if self._pg:
+            self._end_stalled_holders()
         with self._transaction() as conn:
+            if self._pg:
+                # Never wait behind the row's lock for longer than a lease:
+                # a holder stalled there is ended by the next attempt.
+                conn.exec_driver_sql(
+                    f"SET LOCAL lock_timeout = {max(1, int(ttl * 1000))}"
+                )
             res = conn.execute(
                 lease.update()
                 .where(
@@ -323,6 +343,37 @@ class SqlStore:
         if res.rowcount == 1:
             self._token, self._ttl = view.token, ttl
         return view
+
+    def _end_stalled_holders(self) -> None:
+        """End the sessions that hold the lease row locked after the lease expired.
+
+        A replica paused mid-transaction (SIGSTOP, a VM freeze) keeps that
+        lock. ``idle_in_transaction_session_timeout`` ends it only when it was
+        paused between statements; paused in the middle of a pipelined batch
+        the server counts it active, and a standby would wait behind it for as
+        long as the pause lasts. Its lease has expired, so whatever it has in
+        flight must fail anyway: the fence exists for exactly that.
+        """
+        expired = sa.exists().where(
+            lease_table.c.id == LEASE_ID, lease_table.c.expires_at <= self._now
+        )
+        with self._transaction() as conn:
+            ended = conn.execute(
+                sa.select(sa.func.pg_terminate_backend(_LOCKS.c.pid)).where(
+                    _LOCKS.c.locktype == "relation",
+                    _LOCKS.c.relation
+                    == sa.literal_column(f"'{lease_table.name}'::regclass"),
+                    _LOCKS.c.granted,
+                    _LOCKS.c.mode == "RowExclusiveLock",
+                    _LOCKS.c.pid != sa.func.pg_backend_pid(),
+                    expired,
+                )
+            ).fetchall()
+        if ended:
+            log.warning(
+                "ended %d database session(s) holding the expired writer lease's row",
+                len(ended),
+            )
 
     def renew_lease(self, ttl: float) -> bool:
         if self._token is None:

@@ -374,3 +374,27 @@ def test_the_standby_takes_over_when_the_active_loses_the_database(
         assert err.value.code == 11
     finally:
         proxy.cut()
+
+
+def test_the_standby_ends_a_session_left_holding_the_expired_leases_row(
+    start_daemon, postgres_url, pools_yaml
+) -> None:
+    # What a replica paused inside a pipelined batch looks like to the server:
+    # a session in a transaction that holds the lease row locked and that no
+    # idle timeout ends. Once the lease has expired the standby ends it
+    # instead of waiting behind it.
+    a, b = two_replicas(start_daemon, postgres_url, pools_yaml)
+    engine = sa.create_engine(postgres_url)
+    try:
+        with engine.connect() as stalled:
+            stalled.begin()
+            stalled.exec_driver_sql("UPDATE ipamd_lease SET holder = holder")
+            a.kill()
+            wait_role(b, "active", others=[a])
+            with pytest.raises(sa.exc.OperationalError):
+                stalled.exec_driver_sql("SELECT 1")
+    finally:
+        engine.dispose()
+    assert "ended 1 database session" in b.log.read_text()
+    with IpamdClient(str(b.socket)) as client:
+        assert client.allocate(request("after")).ips
