@@ -111,14 +111,73 @@ def parse_endpoints(raw: Any) -> tuple[str, ...]:
     return tuple(item.strip() for item in items if item.strip())
 
 
+ChannelKey = tuple[str, Path | None, Path | None, Path | None]
+
+#: Channels opened before the call that will use them (by a node agent's
+#: spare worker, while it waits for a request), each handed out once.
+_OPENED_AHEAD: dict[ChannelKey, grpc.Channel] = {}
+
+
+def _channel_key(
+    target: str, tls_ca: Path | None, tls_cert: Path | None, tls_key: Path | None
+) -> ChannelKey:
+    return (channel_target(target), tls_ca, tls_cert, tls_key)
+
+
+def open_ahead(
+    targets: Sequence[str],
+    tls_ca: Path | None = None,
+    tls_cert: Path | None = None,
+    tls_key: Path | None = None,
+    wait: float = 1.0,
+) -> int:
+    """Open the channels the next client of ``targets`` (with the same TLS
+    files) will use, connect them with one Status call each, waiting up to
+    ``wait`` seconds in all; how many answered.
+
+    Starting gRPC's core and connecting cost a fresh process ~5-10 ms of its
+    first call; a process that knows it will call ipamd soon pays that before
+    the request arrives. A call, not ``grpc.channel_ready_future``: that one
+    leaves a thread polling the channel, which fails noisily when the
+    channel is closed soon after. A channel that did not connect (a replica
+    down) is kept all the same: gRPC dials again at the first real call.
+    """
+    calls = []
+    for target in targets:
+        key = _channel_key(target, tls_ca, tls_cert, tls_key)
+        channel = _OPENED_AHEAD.get(key)
+        if channel is None:
+            channel = _OPENED_AHEAD[key] = _dial(*key)
+        stub = pb_grpc.IpamStub(channel)  # type: ignore[no-untyped-call]
+        msg = pb.StatusRequest(client_version=API_VERSION)
+        calls.append(stub.Status.future(msg, timeout=wait, wait_for_ready=True))
+    answered = 0
+    for call in calls:
+        try:
+            call.result()
+            answered += 1
+        except grpc.RpcError:
+            pass
+    return answered
+
+
 def open_channel(
     target: str,
     tls_ca: Path | None = None,
     tls_cert: Path | None = None,
     tls_key: Path | None = None,
 ) -> grpc.Channel:
-    """A channel to ipamd: plain on a unix socket, TLS (mTLS with a cert) on TCP."""
-    address = channel_target(target)
+    """A channel to ipamd: plain on a unix socket, TLS (mTLS with a cert) on TCP.
+
+    The channel ``open_ahead`` opened for the same arguments, if any."""
+    key = _channel_key(target, tls_ca, tls_cert, tls_key)
+    channel = _OPENED_AHEAD.pop(key, None)
+    return channel if channel is not None else _dial(*key)
+
+
+def _dial(
+    address: str, tls_ca: Path | None, tls_cert: Path | None, tls_key: Path | None
+) -> grpc.Channel:
     if address.startswith("unix:"):
         return grpc.insecure_channel(address, options=_RECONNECT)
     creds = grpc.ssl_channel_credentials(
@@ -217,7 +276,7 @@ class IpamdClient:
         # How long refusals are retried; None: until the deadline. A person at
         # the CLI wants a quick answer, a plugin waits for a failover.
         self.retry_window = retry_window
-        self._tls = (tls_ca, tls_cert, tls_key)
+        self.tls = (tls_ca, tls_cert, tls_key)
         self._channels: dict[str, grpc.Channel] = {}
         self._stubs: dict[str, Any] = {}
         self._preferred = 0
@@ -297,7 +356,7 @@ class IpamdClient:
     def _stub(self, target: str) -> Any:
         stub = self._stubs.get(target)
         if stub is None:
-            channel = open_channel(target, *self._tls)
+            channel = open_channel(target, *self.tls)
             self._channels[target] = channel
             # The generated gRPC module carries no annotations.
             stub = pb_grpc.IpamStub(channel)  # type: ignore[no-untyped-call]

@@ -35,6 +35,23 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="requests run at the same time; more wait in the backlog (default 16)",
     )
     parser.add_argument(
+        "--spare-workers",
+        type=int,
+        default=2,
+        help="workers kept forked ahead, each with its ipamd channel open, so a "
+        "request starts without a fork or a connection (default 2; 0: fork per "
+        "request)",
+    )
+    parser.add_argument(
+        "--ipamd",
+        action="append",
+        default=[],
+        metavar="ENDPOINT",
+        help="ipamd endpoint the spare workers connect to ahead (repeat for "
+        "replicas; default what a plugin config without ipam.socket uses: "
+        "$RAILYARD_IPAMD_SOCKET or /run/railyard/ipamd.sock)",
+    )
+    parser.add_argument(
         "--metrics-listen",
         metavar="HOST:PORT",
         default="",
@@ -87,17 +104,28 @@ def main(argv: list[str] | None = None) -> int:
     if args.max_workers < 1:
         logging.error("--max-workers must be at least 1")
         return 2
+    if args.spare_workers < 0:
+        logging.error("--spare-workers must be at least 0")
+        return 2
     # The parent never opens a channel; each forked worker makes its own, so
     # gRPC's fork handlers (costly, and only needed for shared channels) stay off.
     os.environ["GRPC_ENABLE_FORK_SUPPORT"] = "false"
     from cni.agent.plugins import PRELOAD, production_table
     from cni.agent.server import Agent
+    from cni.agent.warmup import ipamd_channels
 
+    try:
+        prepare = ipamd_channels(os.environ, args.ipamd)
+    except ValueError as exc:
+        logging.error("--ipamd: %s", exc)
+        return 2
     agent = Agent(
         production_table(),
         socket_path=args.socket,
         max_workers=args.max_workers,
         preload=PRELOAD,
+        spares=args.spare_workers,
+        prepare=prepare,
         sidecar=(
             metrics_sidecar(args.metrics_listen, args.state_dir, args.sysfs_root)
             if args.metrics_listen

@@ -17,9 +17,17 @@ request only. Every child starts from the same clean, warm state, so no
 state leaks from one request into the next (what a long-lived worker pool
 would have to prove), and the parent never opens a gRPC channel or a netlink
 socket, so nothing is shared across ``fork`` (gRPC's fork support stays off).
-What a pool would keep warm beyond imports, one gRPC channel to ipamd per
-worker, costs ~1-3 ms per request to open over a unix socket: less than
-the bookkeeping a pool needs.
+
+Spare workers: a worker's fork, gRPC's start and its connection to ipamd
+(~10 ms of a ~80 ms ADD) need nothing from the request, so the agent keeps
+``spares`` workers forked ahead. Each runs ``prepare`` (opens the ipamd
+channel, see ``ipamd.client.open_ahead``), says it is ready and waits; the
+parent passes it the next accepted connection (SCM_RIGHTS) and forks the
+next spare. Still one request per process: a spare is a worker forked
+early, not a pool. With no spare ready (a burst, or one still preparing)
+the parent forks on demand, as without spares. Idle spares end with the
+agent (PR_SET_PDEATHSIG) and are replaced after ``SPARE_MAX_AGE``, so none
+keeps a connection (or TLS files read long ago) for hours.
 
 Serialisation: none here. Per-PCI and per-PF file locks inside the plugin code
 order what must be ordered, exactly as between exec'd plugins. Concurrency is
@@ -67,8 +75,12 @@ log = logging.getLogger(__name__)
 
 DEFAULT_SOCKET = Path("/run/railyard/agent/agent.sock")
 DEFAULT_MAX_WORKERS = 16
+DEFAULT_SPARES = 0
 #: A connected shim must send its whole request within this (it has it in memory).
 REQUEST_TIMEOUT = 10.0
+#: An idle spare worker is replaced after this long.
+SPARE_MAX_AGE = 300.0
+_READY = b"R"
 _UCRED = struct.Struct("3i")
 
 
@@ -161,17 +173,32 @@ def serve_request(conn: socket.socket, table: PluginTable) -> int:
 SIDECAR_RESTART_DELAY = 2.0
 
 
-def _end_with(parent: int) -> None:
-    """SIGTERM this process when ``parent`` dies, even by SIGKILL: an orphaned
-    sidecar would keep its port, and the next agent's sidecar could not bind."""
+def _set_parent_death_signal(sig: int) -> None:
     import ctypes
 
     pr_set_pdeathsig = 1  # <linux/prctl.h>
     libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(pr_set_pdeathsig, signal.SIGTERM, 0, 0, 0) != 0:
+    if libc.prctl(pr_set_pdeathsig, sig, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
+
+
+def _end_with(parent: int) -> None:
+    """SIGTERM this process when ``parent`` dies, even by SIGKILL: an orphaned
+    sidecar would keep its port, and the next agent's sidecar could not bind;
+    an orphaned spare worker would wait for a request forever."""
+    _set_parent_death_signal(signal.SIGTERM)
     if os.getppid() != parent:  # it died before prctl took effect
         os._exit(0)
+
+
+@dataclass(slots=True)
+class _Spare:
+    """The parent's end of a spare worker."""
+
+    pid: int
+    control: socket.socket  # the spare says ready here and receives its request
+    born: float
+    ready: bool = False
 
 
 def _exit_text(status: int) -> str:
@@ -185,7 +212,9 @@ class Agent:
 
     ``sidecar``, when given, runs in one more forked process for the agent's
     lifetime (the RDMA metrics server), started again if it dies and stopped
-    with the agent.
+    with the agent. ``spares`` workers are kept forked ahead, each having run
+    ``prepare`` (see the module docstring); they do not count against
+    ``max_workers`` until they serve.
     """
 
     def __init__(
@@ -195,17 +224,23 @@ class Agent:
         max_workers: int = DEFAULT_MAX_WORKERS,
         allowed_uids: frozenset[int] = frozenset({0}),
         preload: Sequence[str] = (),
-        on_worker_start: Callable[[], None] | None = None,
         sidecar: Callable[[], None] | None = None,
+        spares: int = DEFAULT_SPARES,
+        prepare: Callable[[], None] | None = None,
     ) -> None:
         if max_workers < 1:
             raise ValueError("max_workers must be >= 1")
+        if spares < 0:
+            raise ValueError("spares must be >= 0")
         self.table = table
         self.socket_path = Path(socket_path)
         self.max_workers = max_workers
         self.allowed_uids = allowed_uids
         self.preload = tuple(preload)
-        self._on_worker_start = on_worker_start
+        self.spares = spares
+        self._prepare = prepare
+        self._spares: dict[int, _Spare] = {}
+        self._spare_due = 0.0  # when a spare that died unused is replaced
         self._listener: socket.socket | None = None
         self._socket_ino = 0
         self._workers: set[int] = set()
@@ -272,15 +307,20 @@ class Agent:
                 if self._sidecar and not self._sidecar_pid:
                     if time.monotonic() >= self._sidecar_due:
                         self._start_sidecar(listener)
+                self._tend_spares(listener)
                 if len(self._workers) >= self.max_workers:
                     time.sleep(0.002)  # the backlog holds the next connections
                     continue
+                waiting = [s.control for s in self._spares.values() if not s.ready]
                 try:
-                    ready, _, _ = select.select([listener], [], [], 0.2)
+                    ready, _, _ = select.select([listener, *waiting], [], [], 0.2)
                 except InterruptedError:
                     continue
-                if ready:
-                    self._accept_one(listener)
+                for sock in ready:
+                    if sock is listener:
+                        self._accept_one(listener)
+                    else:
+                        self._spare_said(sock)
         finally:
             self.close()
             self._drain()
@@ -306,6 +346,8 @@ class Agent:
             conn.close()
 
     def _fork(self, conn: socket.socket, listener: socket.socket) -> None:
+        if self._hand_to_spare(conn):
+            return
         pid = os.fork()
         if pid:
             self._workers.add(pid)
@@ -313,11 +355,7 @@ class Agent:
         # The worker: nothing of the parent's serving state is used from here.
         status = 70
         try:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            signal.signal(signal.SIGINT, signal.SIG_DFL)
-            listener.close()
-            if self._on_worker_start is not None:
-                self._on_worker_start()
+            self._leave_parent(listener)
             status = serve_request(conn, self.table)
         except BaseException as exc:  # noqa: BLE001 - a worker never returns
             try:
@@ -325,6 +363,110 @@ class Agent:
             finally:
                 os._exit(70)
         os._exit(0 if status in (0, 1) else status)
+
+    def _leave_parent(self, listener: socket.socket) -> None:
+        """In a freshly forked child: drop what only the parent serves with."""
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        listener.close()
+        for spare in self._spares.values():
+            spare.control.close()
+
+    # -------------------------------------------------------- spare workers
+
+    def _tend_spares(self, listener: socket.socket) -> None:
+        """Fork spares up to ``spares``; replace the ones idle for too long."""
+        now = time.monotonic()
+        for spare in list(self._spares.values()):
+            if spare.ready and now - spare.born > SPARE_MAX_AGE:
+                self._retire_spare(spare)
+        while len(self._spares) < self.spares and now >= self._spare_due:
+            self._fork_spare(listener)
+
+    def _fork_spare(self, listener: socket.socket) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        parent = os.getpid()
+        pid = os.fork()
+        if pid:
+            theirs.close()
+            self._spares[pid] = _Spare(pid, ours, time.monotonic())
+            return
+        status = 70
+        try:
+            self._leave_parent(listener)
+            ours.close()
+            status = self._spare_main(theirs, parent)
+        except BaseException as exc:  # noqa: BLE001 - a worker never returns
+            try:
+                log.exception("spare worker failed: %s", exc)
+            finally:
+                os._exit(70)
+        os._exit(0 if status in (0, 1) else status)
+
+    def _spare_main(self, control: socket.socket, parent: int) -> int:
+        """A spare: prepare, say ready, wait for a connection, serve it."""
+        _end_with(parent)  # idle, it has nothing to finish
+        if self._prepare is not None:
+            t0 = time.monotonic()
+            try:
+                self._prepare()
+            except Exception as exc:  # a request can still be served without
+                log.warning("spare worker %d: preparing failed: %s", os.getpid(), exc)
+            log.debug(
+                "spare worker %d ready in %.1f ms",
+                os.getpid(),
+                (time.monotonic() - t0) * 1000,
+            )
+        try:
+            control.sendall(_READY)
+            _, fds, _, _ = socket.recv_fds(control, 1, 1)
+        except OSError:
+            return 0  # the parent retired this spare while it prepared
+        if not fds:
+            return 0  # the parent retired this spare or is stopping
+        # Serving now: like any worker, it finishes its request whatever
+        # happens to the parent.
+        _set_parent_death_signal(0)
+        control.close()
+        return serve_request(socket.socket(fileno=fds[0]), self.table)
+
+    def _spare_said(self, control: socket.socket) -> None:
+        spare = next((s for s in self._spares.values() if s.control is control), None)
+        if spare is None:  # reaped meanwhile
+            return
+        try:
+            said = control.recv(1)
+        except OSError:
+            said = b""
+        if said == _READY:
+            spare.ready = True
+            return
+        # It ended before it was ready. Forking the next one at once would
+        # spin if preparing always fails.
+        log.warning("spare worker %d ended before it was ready", spare.pid)
+        self._retire_spare(spare)
+        self._spare_due = time.monotonic() + SIDECAR_RESTART_DELAY
+
+    def _hand_to_spare(self, conn: socket.socket) -> bool:
+        """Pass ``conn`` to a ready spare; False when none took it."""
+        for spare in [s for s in self._spares.values() if s.ready]:
+            del self._spares[spare.pid]
+            try:
+                socket.send_fds(spare.control, [b"C"], [conn.fileno()])
+            except OSError:  # it died since it said ready: the next one
+                spare.control.close()
+                self._workers.add(spare.pid)  # reaped like any worker
+                continue
+            spare.control.close()
+            self._workers.add(spare.pid)
+            return True
+        return False
+
+    def _retire_spare(self, spare: _Spare) -> None:
+        """End an idle spare (it leaves when its control socket closes)."""
+        del self._spares[spare.pid]
+        spare.control.close()
+        self._workers.add(spare.pid)  # reaped like any worker
 
     def _start_sidecar(self, listener: socket.socket) -> None:
         """Fork the sidecar (the metrics server): a process of its own, so its
@@ -350,15 +492,24 @@ class Agent:
         os._exit(0)
 
     def _reap(self) -> None:
-        while self._workers or self._sidecar_pid:
+        while self._workers or self._sidecar_pid or self._spares:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
                 self._workers.clear()
                 self._sidecar_pid = 0
+                for spare in self._spares.values():
+                    spare.control.close()
+                self._spares.clear()
                 return
             if pid == 0:
                 return
+            unused = self._spares.pop(pid, None)
+            if unused is not None:  # a spare that ended before serving
+                unused.control.close()
+                self._spare_due = time.monotonic() + SIDECAR_RESTART_DELAY
+                log.warning("spare worker %d ended (%s)", pid, _exit_text(status))
+                continue
             if pid == self._sidecar_pid:
                 self._sidecar_pid = 0
                 self._sidecar_due = time.monotonic() + SIDECAR_RESTART_DELAY
@@ -376,6 +527,8 @@ class Agent:
                 )
 
     def _drain(self) -> None:
+        for spare in list(self._spares.values()):
+            self._retire_spare(spare)
         if self._sidecar_pid:
             try:
                 os.kill(self._sidecar_pid, signal.SIGTERM)

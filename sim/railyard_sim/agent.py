@@ -114,7 +114,9 @@ def running_pid(lab_dir: Path) -> int | None:
     return pid if os.fsencode(socket_path(lab_dir)) in cmdline else None
 
 
-def start(lab_dir: Path, timeout: float = 20.0, max_workers: int = 16) -> int:
+def start(
+    lab_dir: Path, timeout: float = 20.0, max_workers: int = 16, spares: int = 2
+) -> int:
     """Start the lab's agent; return once its socket exists (it then accepts)."""
     lab_dir = Path(lab_dir).absolute()
     sock = socket_path(lab_dir)
@@ -130,6 +132,8 @@ def start(lab_dir: Path, timeout: float = 20.0, max_workers: int = 16) -> int:
         str(sock),
         "--max-workers",
         str(max_workers),
+        "--spare-workers",
+        str(spares),
     ]
     with open(sock.parent / LOG, "ab") as log:
         proc = subprocess.Popen(
@@ -188,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lab", type=Path, required=True)
     parser.add_argument("--socket", type=Path, required=True)
     parser.add_argument("--max-workers", type=int, default=16)
+    parser.add_argument("--spare-workers", type=int, default=2)
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.INFO,
@@ -196,12 +201,17 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["GRPC_ENABLE_FORK_SUPPORT"] = "false"
     from cni.agent.plugins import PRELOAD
     from cni.agent.server import Agent
+    from cni.agent.warmup import ipamd_channels
 
+    lab = args.lab.absolute()
     agent = Agent(
-        sim_table(args.lab.absolute()),
+        sim_table(lab),
         socket_path=args.socket,
         max_workers=args.max_workers,
         preload=(*PRELOAD, "railyard_sim.host", "railyard_sim.recording"),
+        spares=args.spare_workers,
+        # The lab's plugins reach its ipamd through the environment.
+        prepare=ipamd_channels(daemon.client_env(lab)),
     )
     agent.warm()
     agent.bind()

@@ -3,7 +3,9 @@
 
 The plugins exercise the agent itself: ``echo`` (ADD prints prevResult, DEL
 fails naming an env variable), ``sleep`` (ADD waits ``sleep`` seconds from the
-netconf), ``crash`` (ADD kills its own process). The server is the production
+netconf), ``crash`` (ADD kills its own process), ``whoami`` (ADD fails with
+its worker's pid and whether the worker was prepared before the request
+came: with ``--spares``, the preparation notes the time). The server is the production
 ``cni.agent.server.Agent``; only the table differs.
 """
 
@@ -44,6 +46,20 @@ def _crash_add(ca: CmdArgs) -> Result | None:
     return None
 
 
+#: When this worker's preparation ran (a spare's, before its request).
+PREPARED_AT: float | None = None
+
+
+def _prepare() -> None:
+    global PREPARED_AT
+    PREPARED_AT = time.monotonic()
+
+
+def _whoami_add(ca: CmdArgs) -> Result | None:
+    ahead = PREPARED_AT is not None and PREPARED_AT < time.monotonic()
+    raise CniError(INVALID_CONFIG, "whoami", f"pid={os.getpid()} prepared={ahead}")
+
+
 def _nothing(ca: CmdArgs) -> None:
     return None
 
@@ -59,6 +75,9 @@ def table() -> PluginTable:
         "crash": PluginEntry(
             lambda: PluginFuncs(add=_crash_add, del_=_nothing), "test crash", "crash"
         ),
+        "whoami": PluginEntry(
+            lambda: PluginFuncs(add=_whoami_add, del_=_nothing), "test whoami", "whoami"
+        ),
     }
 
 
@@ -67,10 +86,19 @@ def main() -> int:
     parser.add_argument("--socket", type=Path, required=True)
     parser.add_argument("--max-workers", type=int, default=4)
     parser.add_argument("--uid", type=int, action="append", default=None)
+    parser.add_argument("--spares", type=int, default=0)
     args = parser.parse_args()
-    logging.basicConfig(level=logging.INFO)
+    # DEBUG: the tests wait for the spare workers' "ready" lines.
+    logging.basicConfig(level=logging.DEBUG)
     uids = frozenset(args.uid if args.uid is not None else [os.geteuid()])
-    agent = Agent(table(), args.socket, max_workers=args.max_workers, allowed_uids=uids)
+    agent = Agent(
+        table(),
+        args.socket,
+        max_workers=args.max_workers,
+        allowed_uids=uids,
+        spares=args.spares,
+        prepare=_prepare,
+    )
     agent.warm()
     agent.bind()
     agent.serve_forever()

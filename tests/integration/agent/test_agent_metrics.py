@@ -49,8 +49,11 @@ def node(tmp_path: Path) -> RdmaNode:
 
 @pytest.fixture
 def agent(
-    node: RdmaNode, tmp_path: Path
+    node: RdmaNode, tmp_path: Path, request: pytest.FixtureRequest
 ) -> Iterator[tuple[subprocess.Popen[str], int]]:
+    """The agent with its metrics sidecar; no spare workers unless the test
+    asks for some (indirect parameter), so its only child is the sidecar."""
+    spares = getattr(request, "param", 0)
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k != "KUBERNETES_SERVICE_HOST"}
     proc = subprocess.Popen(
@@ -60,6 +63,9 @@ def agent(
             "--metrics-listen", f"127.0.0.1:{port}",
             "--state-dir", str(node.state_dir),
             "--sysfs-root", str(node.root / "sys"),
+            "--spare-workers", str(spares),
+            # No ipamd here: the spares give up connecting at once.
+            "--ipamd", str(tmp_path / "no-ipamd.sock"),
         ],
         stderr=subprocess.PIPE,
         text=True,
@@ -71,6 +77,14 @@ def agent(
         if proc.poll() is None:
             proc.kill()
         proc.communicate(timeout=10)
+
+
+def wait_children(pid: int, count: int) -> set[int]:
+    deadline = time.monotonic() + 10
+    while len(found := children(pid)) < count:
+        assert time.monotonic() < deadline, f"{pid} has children {found}"
+        time.sleep(0.02)
+    return found
 
 
 def test_the_agent_serves_the_pods_rdma_series(
@@ -90,17 +104,18 @@ def test_the_agent_serves_the_pods_rdma_series(
     assert (Path(proc.args[2])).is_socket()  # and it still serves the shims
 
 
-def test_the_metrics_server_ends_with_an_agent_killed_by_sigkill(
+@pytest.mark.parametrize("agent", [2], indirect=True)
+def test_the_metrics_server_and_idle_spares_end_with_an_agent_killed_by_sigkill(
     agent: tuple[subprocess.Popen[str], int],
 ) -> None:
     proc, port = agent
     scrape(port)
-    (sidecar,) = children(proc.pid)
+    orphans = wait_children(proc.pid, 3)  # the sidecar and two spare workers
     proc.kill()
     proc.wait(timeout=10)
     deadline = time.monotonic() + 10
-    while Path(f"/proc/{sidecar}").exists():
-        assert time.monotonic() < deadline, "the orphaned metrics server lives on"
+    while alive := [p for p in orphans if Path(f"/proc/{p}").exists()]:
+        assert time.monotonic() < deadline, f"orphaned children live on: {alive}"
         time.sleep(0.05)
     with socket.socket() as s:
         # the port is free for the next agent (which binds as this, with

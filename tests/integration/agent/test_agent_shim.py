@@ -12,6 +12,7 @@ import ast
 import io
 import json
 import os
+import re
 import signal
 import socket
 import stat
@@ -218,16 +219,80 @@ def test_requests_run_in_parallel_up_to_the_bound(tmp_path: Path):
         assert [d.returncode for d in done] == [0, 0, 0], [d.stderr for d in done]
         return time.monotonic() - t0
 
-    wide = start_agent(tmp_path / "wide", "--max-workers", "4")
+    wide = start_agent(tmp_path / "wide", "--max-workers", "4", "--spares", "2")
     try:
         assert burst(wide.socket) < 1.5  # three 0.6 s requests at once
     finally:
         wide.stop()
-    narrow = start_agent(tmp_path / "narrow", "--max-workers", "1")
+    # Spare workers do not count until they serve: the bound still holds.
+    narrow = start_agent(tmp_path / "narrow", "--max-workers", "1", "--spares", "2")
     try:
         assert burst(narrow.socket) >= 1.8  # one at a time
     finally:
         narrow.stop()
+
+
+# ------------------------------------------------------------ spare workers
+
+
+def children(pid: int) -> set[int]:
+    found: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found.update(int(c) for c in (task / "children").read_text().split())
+    return found
+
+
+def wait_for_ready_spares(agent: AgentProc, count: int) -> None:
+    deadline = time.monotonic() + 20
+    while agent.log.read_text().count(" ready in ") < count:
+        assert time.monotonic() < deadline, agent.log.read_text()[-2000:]
+        time.sleep(0.02)
+
+
+def whoami(binary: Path, sock: Path) -> tuple[int, bool]:
+    done = call(binary, sock, conf())
+    details = json.loads(done.stdout)["details"]
+    pid, prepared = re.fullmatch(r"pid=(\d+) prepared=(True|False)", details).groups()
+    return int(pid), prepared == "True"
+
+
+def test_spare_workers_prepared_ahead_serve_one_request_each(tmp_path: Path):
+    agent = start_agent(tmp_path / "a", "--spares", "2")
+    binary = shim(tmp_path, "whoami")
+    try:
+        served = []
+        for n in range(4):
+            wait_for_ready_spares(agent, n + 1)  # one ready spare not yet used
+            served.append(whoami(binary, agent.socket))
+        assert [prepared for _, prepared in served] == [True] * 4
+        assert len({pid for pid, _ in served}) == 4  # a worker serves once
+        assert agent.proc.pid not in {pid for pid, _ in served}
+    finally:
+        agent.stop()
+
+
+def test_without_spares_each_request_gets_a_worker_forked_for_it(tmp_path: Path):
+    agent = start_agent(tmp_path / "a")
+    binary = shim(tmp_path, "whoami")
+    try:
+        served = [whoami(binary, agent.socket) for _ in range(2)]
+        assert [prepared for _, prepared in served] == [False, False]
+        assert served[0][0] != served[1][0]
+    finally:
+        agent.stop()
+
+
+def test_sigterm_ends_the_idle_spares_with_the_agent(tmp_path: Path):
+    agent = start_agent(tmp_path / "a", "--spares", "2")
+    wait_for_ready_spares(agent, 2)
+    spares = children(agent.proc.pid)
+    assert len(spares) == 2
+    os.kill(agent.proc.pid, signal.SIGTERM)
+    agent.proc.wait(timeout=10)
+    deadline = time.monotonic() + 10
+    while alive := [p for p in spares if Path(f"/proc/{p}").exists()]:
+        assert time.monotonic() < deadline, f"spares left behind: {alive}"
+        time.sleep(0.02)
 
 
 def test_a_crashing_request_fails_alone(agent: AgentProc, tmp_path: Path):

@@ -1,0 +1,33 @@
+# SPDX-License-Identifier: Apache-2.0
+"""What a spare worker of the agent prepares before its request arrives.
+
+The plugins' IPAM is ipamd over gRPC; in a fresh worker its first call pays
+for gRPC's start and the connection (~5-10 ms). A spare opens the channel to
+the endpoints a plugin config without ``ipam.endpoints``/``ipam.socket``
+would use (``--ipamd``, else $RAILYARD_IPAMD_SOCKET, else the default socket;
+TLS files from $RAILYARD_IPAMD_TLS_*), so the plugin's client finds it
+connected (``ipamd.client.open_ahead``). A request for another ipamd, or none
+(rdma), just does not use it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+#: How long a spare waits for ipamd to accept before it says ready anyway.
+CONNECT_WAIT = 1.0
+
+
+def ipamd_channels(
+    env: Mapping[str, str], endpoints: Sequence[str] = ()
+) -> Callable[[], None]:
+    """The spare's preparation: open (and connect) a channel per endpoint."""
+    from ipamd import client as transport
+
+    ipam = {"endpoints": list(endpoints)} if endpoints else {}
+    resolved = transport.IpamdClient.from_config(ipam, env)
+
+    def prepare() -> None:
+        transport.open_ahead(resolved.targets, *resolved.tls, wait=CONNECT_WAIT)
+
+    return prepare
