@@ -151,7 +151,7 @@ def route_table(data: Mapping[str, Any]) -> int | None:
 def detection_window(data: Mapping[str, Any]) -> float:
     """``detectionWindowMs``: the IP-conflict / gateway check window, in seconds.
 
-    Default 100 ms (``cni.attach.detection``); a slow fabric may need more.
+    Default 90 ms (``cni.attach.detection``); a slow fabric may need more.
     """
     from cni.attach.detection import DEFAULT_WINDOW, MAX_WINDOW
 

@@ -12,9 +12,11 @@ of failing the pod.
 
 Cost. The conflict check is a wait for silence, so its window is paid by every
 ADD; the gateway check ends at the gateway's first reply. The default window
-is 100 ms with 3 probes spread inside it (sent at 0, 33 and 67 ms): a live
+is 90 ms with 3 probes spread inside it (sent at 0, 30 and 60 ms): a live
 owner on a RoCE or Ethernet fabric answers an ARP/NDP probe within a
-millisecond, and the later probes cover one lost frame. A slow fabric gets a
+millisecond, and the later probes cover one lost frame. 90, not 100: the
+gateway's reply and the announcement come on top, and a NIC's whole check
+should cost at most 100 ms. A slow fabric gets a
 longer window per network (``detectionWindowMs`` in the netconf). The caller
 runs the window beside the ADD steps that do not depend on its verdict
 (``start_detection``); its rollback undoes them when the verdict is a failure.
@@ -43,7 +45,7 @@ log = logging.getLogger(__name__)
 ARPHRD_INFINIBAND = 32
 
 
-DEFAULT_WINDOW = 0.1
+DEFAULT_WINDOW = 0.09
 MAX_WINDOW = 10.0
 
 

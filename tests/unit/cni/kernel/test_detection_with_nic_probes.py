@@ -80,8 +80,8 @@ def test_a_dual_stack_nic_is_probed_in_one_call():
                     GatewayCheck("fd00:11::5", "fd00:11::fe"),
                 ],
                 3,
-                # Three probes spread inside one 100 ms window.
-                pytest.approx(0.1 / 3),
+                # Three probes spread inside one 90 ms window.
+                pytest.approx(0.09 / 3),
             ),
         )
     ]
@@ -167,7 +167,7 @@ def test_no_background_detection_when_both_checks_are_off():
 
 
 @pytest.mark.parametrize(
-    ("raw", "window"), [({}, 0.1), ({"detectionWindowMs": 500}, 0.5)]
+    ("raw", "window"), [({}, 0.09), ({"detectionWindowMs": 500}, 0.5)]
 )
 def test_the_window_is_configurable_per_network(raw: dict[str, int], window: float):
     assert detection_window(raw) == pytest.approx(window)
