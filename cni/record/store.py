@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 from cni.errors import IO_FAILURE, CniError
 from cni.record.sections import IbSection, RdmaSection
 from cni.record.vf import VfState
-from cni.state.cache import StateCache
+from cni.state.cache import CacheRecord, StateCache, warn_skipped
 
 #: The plugins that own a VF part, in the order a lookup tries them.
 VF_PLUGINS = ("sriov", "ib-sriov")
@@ -70,7 +70,12 @@ class VfRecords:
         self.cache.delete(container_id, ifname)
 
     def all(self) -> list[VfState]:
-        return [VfState.from_json(r.data) for r in self.cache.records()]
+        """Every VF part that decodes (a corrupt one is logged and left out)."""
+        return [
+            st
+            for rec in self.cache.records()
+            if (st := _decoded(VfState.from_json, rec)) is not None
+        ]
 
 
 def _corrupt(cache: StateCache, cid: str, ifname: str, exc: Exception) -> CniError:
@@ -120,6 +125,15 @@ class AttachmentRecords:
     def delete_ib(self, container_id: str, ifname: str) -> None:
         self._ib.delete(container_id, ifname)
 
+    def all_ib(self) -> list[tuple[str, str, IbSection]]:
+        """(container ID, ifname, section) of every IB section that decodes:
+        ib-sriov's GC needs only these, not every plugin's records."""
+        return [
+            (rec.container_id, rec.ifname, ib)
+            for rec in self._ib.records()
+            if (ib := _decoded(IbSection.from_json, rec)) is not None
+        ]
+
     # -------------------------------------------------------- RDMA section
 
     def load_rdma(self, container_id: str, ifname: str) -> RdmaSection | None:
@@ -138,8 +152,8 @@ class AttachmentRecords:
         """Every attachment with at least one readable part, for GC and the
         exporter; sorted by (container ID, ifname).
 
-        A part that does not decode is left out (GC must go on past it)
-        while ``load_*`` reports it.
+        A part that does not decode is left out (GC must go on past it) and
+        logged with its path, while ``load_*`` reports it.
         """
         found: dict[tuple[str, str], Attachment] = {}
 
@@ -148,21 +162,24 @@ class AttachmentRecords:
 
         for plugin in VF_PLUGINS:
             for rec in StateCache(self.state_dir, plugin).records():
-                st = _decoded(VfState.from_json, rec.data)
+                st = _decoded(VfState.from_json, rec)
                 if st is not None:
                     att = entry(rec.container_id, rec.ifname)
                     att.vf, att.vf_plugin = st, plugin
         for rec in self._ib.records():
-            ib = _decoded(IbSection.from_json, rec.data)
+            ib = _decoded(IbSection.from_json, rec)
             if ib is not None:
                 entry(rec.container_id, rec.ifname).ib = ib
         for rec in self._rdma.records():
-            entry(rec.container_id, rec.ifname).rdma = RdmaSection.from_json(rec.data)
+            rdma = _decoded(RdmaSection.from_json, rec)
+            if rdma is not None:
+                entry(rec.container_id, rec.ifname).rdma = rdma
         return [found[key] for key in sorted(found)]
 
 
-def _decoded(decode: Callable[[dict[str, Any]], T], data: dict[str, Any]) -> T | None:
+def _decoded(decode: Callable[[dict[str, Any]], T], rec: CacheRecord) -> T | None:
     try:
-        return decode(data)
-    except (TypeError, ValueError, KeyError):
+        return decode(rec.data)
+    except (TypeError, ValueError, KeyError) as exc:
+        warn_skipped(rec.path, exc)
         return None

@@ -21,6 +21,7 @@ Standard library only.
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -28,6 +29,25 @@ from pathlib import Path
 from typing import Any
 
 from cni.errors import IO_FAILURE, CniError
+
+log = logging.getLogger(__name__)
+
+#: (path, mtime) of the records already reported as skipped: the exporter
+#: lists the records at every scrape and must not repeat a warning forever.
+_SKIPPED: set[tuple[Path, int]] = set()
+
+
+def warn_skipped(path: Path, why: object) -> None:
+    """Log once per file version that ``path`` was left out of a listing."""
+    try:
+        version = os.stat(path).st_mtime_ns
+    except OSError:
+        version = 0
+    if (path, version) in _SKIPPED:
+        return
+    _SKIPPED.add((path, version))
+    log.warning("skipping state record %s: %s", path, why)
+
 
 _SUFFIX = ".json"
 
@@ -210,7 +230,9 @@ class StateCache:
         """Every readable record (for GC), sorted by file name.
 
         Corrupt or foreign files are skipped here — GC must continue on errors
-        (SPEC.md "GC") — while ``load`` reports them.
+        (SPEC.md "GC") — while ``load`` reports them. Each skip is logged with
+        its path: what such a file describes (a VF, an address) is left
+        for a person to look at.
         """
         try:
             names = sorted(os.listdir(self.dir))
@@ -222,12 +244,15 @@ class StateCache:
             path = self.dir / name
             try:
                 data = json.loads(path.read_bytes())
-            except (OSError, ValueError):
+            except (OSError, ValueError) as exc:
+                warn_skipped(path, f"unreadable: {exc}")
                 continue
             if not isinstance(data, dict):
+                warn_skipped(path, "not a JSON object")
                 continue
             cid, ifname = data.get("containerID"), data.get("ifname")
             if not isinstance(cid, str) or not isinstance(ifname, str):
+                warn_skipped(path, "no containerID/ifname strings")
                 continue
             network = data.get("network")
             yield CacheRecord(

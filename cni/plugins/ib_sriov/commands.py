@@ -384,17 +384,14 @@ def gc_through(
                 deps, PLUGIN, conf.name, args.valid_attachments, ipam, ipam_for
             )
         timeout = rebind_timeout(args.env)
-        for att in deps.records.all():
-            ib = att.ib
-            if ib is None or ib.network != conf.name:
-                continue
-            if args.is_valid_attachment(att.container_id, att.ifname):
+        for cid, ifname, ib in deps.records.all_ib():
+            if ib.network != conf.name or args.is_valid_attachment(cid, ifname):
                 continue
             try:
                 with Locks(deps.state_dir).lock(pf_lock_key(deps, ib.pci)):
-                    _finish_guid(deps, att.container_id, att.ifname, timeout)
+                    _finish_guid(deps, cid, ifname, timeout)
             except CniError as exc:
-                errors.append(f"{att.container_id}/{att.ifname}: {exc}")
+                errors.append(f"{cid}/{ifname}: {exc}")
         gc_failed(errors)
 
     return run

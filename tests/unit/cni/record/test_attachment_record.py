@@ -177,11 +177,41 @@ def test_each_part_goes_on_its_own_so_either_delete_order_works(
 
 
 def test_a_part_that_does_not_decode_is_reported_by_load_and_skipped_by_all(
-    tmp_path: Path,
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    StateCache(tmp_path, "ib-sriov-guid").save("c1", "net1", {"pci": "0000:3b:00.3"})
+    guid = StateCache(tmp_path, "ib-sriov-guid")
+    guid.save("c1", "net1", {"pci": "0000:3b:00.3"})
     records = AttachmentRecords(tmp_path)
     with pytest.raises(CniError) as err:
         records.load_ib("c1", "net1")
     assert err.value.code == IO_FAILURE
     assert records.all() == []
+    assert records.all_ib() == []
+    # GC goes on past it, and the log says which file it left alone.
+    assert str(guid.path("c1", "net1")) in caplog.text
+
+
+def test_an_unreadable_vf_record_is_logged_and_the_others_still_listed(
+    old_node: AttachmentRecords, caplog: pytest.LogCaptureFixture
+) -> None:
+    vf = old_node.vf("sriov")
+    broken = vf.cache.path("torn", "net1")
+    broken.write_text('{"containerID": "torn", "ifn')  # a write cut short
+    foreign = vf.cache.path("other", "net1")
+    foreign.write_text('{"containerID": "other", "ifname": "net1", "routes": [1]}')
+    listed = {st.container_id for st in vf.all()}
+    assert listed == {"old-chain", "old-sriov"}
+    assert f"skipping state record {broken}: unreadable" in caplog.text
+    assert str(foreign) in caplog.text
+    # Listed again (the exporter does at every scrape): not logged again.
+    caplog.clear()
+    assert {st.container_id for st in vf.all()} == listed
+    assert caplog.text == ""
+
+
+def test_the_ib_sections_are_listed_without_the_other_parts(
+    old_node: AttachmentRecords,
+) -> None:
+    assert [(cid, ifname, ib.pci) for cid, ifname, ib in old_node.all_ib()] == [
+        ("old-ib", "net1", "0000:20:00.2")
+    ]
