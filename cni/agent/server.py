@@ -65,7 +65,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import import_module
 from pathlib import Path
-from typing import IO, cast
+from typing import IO, NoReturn, cast
 
 from cni import version as cni_version
 from cni.agent import wire
@@ -192,6 +192,20 @@ def _end_with(parent: int) -> None:
     _set_parent_death_signal(signal.SIGTERM)
     if os.getppid() != parent:  # it died before prctl took effect
         os._exit(0)
+
+
+def _end_child(what: str, body: Callable[[], int]) -> NoReturn:
+    """Run a forked child's ``body``, then end the process: a child never
+    returns into the parent's serving loop, whatever ``body`` raises."""
+    status = 70
+    try:
+        status = body()
+    except BaseException as exc:  # noqa: BLE001 - the child never returns
+        try:
+            log.exception("%s failed: %s", what, exc)
+        finally:
+            os._exit(70)
+    os._exit(0 if status in (0, 1) else status)
 
 
 @dataclass(slots=True)
@@ -356,16 +370,12 @@ class Agent:
             self._workers.add(pid)
             return
         # The worker: nothing of the parent's serving state is used from here.
-        status = 70
-        try:
+
+        def serve() -> int:
             self._leave_parent(listener)
-            status = serve_request(conn, self.table)
-        except BaseException as exc:  # noqa: BLE001 - a worker never returns
-            try:
-                log.exception("worker failed: %s", exc)
-            finally:
-                os._exit(70)
-        os._exit(0 if status in (0, 1) else status)
+            return serve_request(conn, self.table)
+
+        _end_child("worker", serve)
 
     def _leave_parent(self, listener: socket.socket) -> None:
         """In a freshly forked child: drop what only the parent serves with."""
@@ -394,17 +404,13 @@ class Agent:
             theirs.close()
             self._spares[pid] = _Spare(pid, ours, time.monotonic())
             return
-        status = 70
-        try:
+
+        def spare() -> int:
             self._leave_parent(listener)
             ours.close()
-            status = self._spare_main(theirs, parent)
-        except BaseException as exc:  # noqa: BLE001 - a worker never returns
-            try:
-                log.exception("spare worker failed: %s", exc)
-            finally:
-                os._exit(70)
-        os._exit(0 if status in (0, 1) else status)
+            return self._spare_main(theirs, parent)
+
+        _end_child("spare worker", spare)
 
     def _spare_main(self, control: socket.socket, parent: int) -> int:
         """A spare: prepare, say ready, wait for a connection, serve it."""
