@@ -12,7 +12,11 @@ connected (``ipamd.client.open_ahead``). A request for another ipamd, or none
 
 from __future__ import annotations
 
+import logging
+import os
 from collections.abc import Callable, Mapping, Sequence
+
+log = logging.getLogger(__name__)
 
 #: How long a spare waits for ipamd to accept before it says ready anyway.
 CONNECT_WAIT = 1.0
@@ -20,12 +24,24 @@ CONNECT_WAIT = 1.0
 
 def ipamd_channels(
     env: Mapping[str, str], endpoints: Sequence[str] = ()
-) -> Callable[[], None]:
-    """The spare's preparation: open (and connect) a channel per endpoint."""
+) -> Callable[[], None] | None:
+    """The spare's preparation: open (and connect) a channel per endpoint.
+
+    None (nothing to prepare, said once here) when a TLS file named in the
+    environment cannot be read: every spare would fail on it again. A bad
+    ``endpoints`` raises ValueError, as a plugin's ``ipam.endpoints`` would.
+    """
     from ipamd import client as transport
 
     ipam = {"endpoints": list(endpoints)} if endpoints else {}
     resolved = transport.IpamdClient.from_config(ipam, env)
+    unreadable = [str(p) for p in resolved.tls if p and not os.access(p, os.R_OK)]
+    if unreadable:
+        log.warning(
+            "spare workers will not connect to ipamd ahead: cannot read TLS file(s) %s",
+            ", ".join(unreadable),
+        )
+        return None
 
     def prepare() -> None:
         transport.open_ahead(resolved.targets, *resolved.tls, wait=CONNECT_WAIT)
