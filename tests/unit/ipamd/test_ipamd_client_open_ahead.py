@@ -20,15 +20,7 @@ import pytest
 from ipamd import client as transport
 from ipamd.api.v1 import ipam_pb2 as pb
 from ipamd.client import IpamdClient, open_ahead, open_channel
-
-
-@pytest.fixture(autouse=True)
-def no_channels_left() -> Iterator[None]:
-    yield
-    for channel in transport._OPENED_AHEAD.values():
-        channel.close()
-    transport._OPENED_AHEAD.clear()
-
+from tests.doubles.ipamd_channels import no_channels_left  # noqa: F401
 
 CALLS: list[str] = []
 

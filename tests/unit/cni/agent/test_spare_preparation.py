@@ -9,21 +9,13 @@ spare.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from cni.agent.warmup import ipamd_channels
 from ipamd import client as transport
-
-
-@pytest.fixture(autouse=True)
-def no_channels_left() -> Iterator[None]:
-    yield
-    for channel in transport._OPENED_AHEAD.values():
-        channel.close()
-    transport._OPENED_AHEAD.clear()
+from tests.doubles.ipamd_channels import no_channels_left  # noqa: F401
 
 
 def opened(prepare: object) -> list[str]:
