@@ -392,7 +392,7 @@ class Agent:
         now = time.monotonic()
         for spare in list(self._spares.values()):
             if spare.ready and now - spare.born > SPARE_MAX_AGE:
-                self._retire_spare(spare)
+                self._let_go(spare)
         while len(self._spares) < self.spares and now >= self._spare_due:
             self._fork_spare(listener)
 
@@ -453,29 +453,29 @@ class Agent:
         # It ended before it was ready. Forking the next one at once would
         # spin if preparing always fails.
         log.warning("spare worker %d ended before it was ready", spare.pid)
-        self._retire_spare(spare)
+        self._let_go(spare)
         self._spare_due = time.monotonic() + SIDECAR_RESTART_DELAY
 
     def _hand_to_spare(self, conn: socket.socket) -> bool:
         """Pass ``conn`` to a ready spare; False when none took it."""
         for spare in [s for s in self._spares.values() if s.ready]:
-            del self._spares[spare.pid]
             try:
                 socket.send_fds(spare.control, [b"C"], [conn.fileno()])
+                sent = True
             except OSError:  # it died since it said ready: the next one
-                spare.control.close()
-                self._workers.add(spare.pid)  # reaped like any worker
-                continue
-            spare.control.close()
-            self._workers.add(spare.pid)
-            return True
+                sent = False
+            self._let_go(spare)
+            if sent:
+                return True
         return False
 
-    def _retire_spare(self, spare: _Spare) -> None:
-        """End an idle spare (it leaves when its control socket closes)."""
+    def _let_go(self, spare: _Spare) -> None:
+        """Stop keeping ``spare`` as a spare: close our end of its control
+        socket and reap it like any worker. It serves the connection it was
+        sent, if any; an idle one leaves when it sees the socket closed."""
         del self._spares[spare.pid]
         spare.control.close()
-        self._workers.add(spare.pid)  # reaped like any worker
+        self._workers.add(spare.pid)
 
     def _start_sidecar(self, listener: socket.socket) -> None:
         """Fork the sidecar (the metrics server): a process of its own, so its
@@ -537,7 +537,7 @@ class Agent:
 
     def _drain(self) -> None:
         for spare in list(self._spares.values()):
-            self._retire_spare(spare)
+            self._let_go(spare)
         if self._sidecar_pid:
             try:
                 os.kill(self._sidecar_pid, signal.SIGTERM)
