@@ -22,19 +22,12 @@ import pytest
 
 from tests.doubles.http_probe import free_port
 from tests.doubles.http_probe import get_text as scrape
+from tests.doubles.procs import children, wait_gone
 from tests.doubles.rdma_node import RdmaNode
 
 pytestmark = pytest.mark.integration
 
 AGENT = str(Path(sys.executable).parent / "railyard-agent")
-
-
-def children(pid: int) -> set[int]:
-    found: set[int] = set()
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        text = (task / "children").read_text().split()
-        found.update(int(c) for c in text)
-    return found
 
 
 @pytest.fixture
@@ -113,10 +106,7 @@ def test_the_metrics_server_and_idle_spares_end_with_an_agent_killed_by_sigkill(
     orphans = wait_children(proc.pid, 3)  # the sidecar and two spare workers
     proc.kill()
     proc.wait(timeout=10)
-    deadline = time.monotonic() + 10
-    while alive := [p for p in orphans if Path(f"/proc/{p}").exists()]:
-        assert time.monotonic() < deadline, f"orphaned children live on: {alive}"
-        time.sleep(0.05)
+    wait_gone(orphans, "orphaned children")
     with socket.socket() as s:
         # the port is free for the next agent (which binds as this, with
         # SO_REUSEADDR: the scrape's connection may sit in TIME_WAIT)

@@ -29,6 +29,7 @@ import pytest
 from cni.agent.shim import render
 from cni.skel import run_plugin
 from tests.doubles import agent_host
+from tests.doubles.procs import children, wait_gone
 
 REPO = Path(__file__).resolve().parents[3]
 ENV = {
@@ -235,13 +236,6 @@ def test_requests_run_in_parallel_up_to_the_bound(tmp_path: Path):
 # ------------------------------------------------------------ spare workers
 
 
-def children(pid: int) -> set[int]:
-    found: set[int] = set()
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        found.update(int(c) for c in (task / "children").read_text().split())
-    return found
-
-
 def wait_for_ready_spares(agent: AgentProc, count: int) -> None:
     deadline = time.monotonic() + 20
     while agent.log.read_text().count(" ready in ") < count:
@@ -289,10 +283,7 @@ def test_sigterm_ends_the_idle_spares_with_the_agent(tmp_path: Path):
     assert len(spares) == 2
     os.kill(agent.proc.pid, signal.SIGTERM)
     agent.proc.wait(timeout=10)
-    deadline = time.monotonic() + 10
-    while alive := [p for p in spares if Path(f"/proc/{p}").exists()]:
-        assert time.monotonic() < deadline, f"spares left behind: {alive}"
-        time.sleep(0.02)
+    wait_gone(spares, "spares")
 
 
 def test_a_crashing_request_fails_alone(agent: AgentProc, tmp_path: Path):
