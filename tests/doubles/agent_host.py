@@ -4,8 +4,8 @@
 The plugins exercise the agent itself: ``echo`` (ADD prints prevResult, DEL
 fails naming an env variable), ``sleep`` (ADD waits ``sleep`` seconds from the
 netconf), ``crash`` (ADD kills its own process), ``whoami`` (ADD fails with
-its worker's pid and whether the worker was prepared before the request
-came: with ``--spares``, the preparation notes the time). The server is the production
+its worker's pid and whether the worker ran the preparation, which only a
+spare does, before its request: ``--spares``). The server is the production
 ``cni.agent.server.Agent``; only the table differs.
 """
 
@@ -46,18 +46,17 @@ def _crash_add(ca: CmdArgs) -> Result | None:
     return None
 
 
-#: When this worker's preparation ran (a spare's, before its request).
-PREPARED_AT: float | None = None
+#: Whether this worker ran the preparation (a spare, before its request).
+PREPARED = False
 
 
 def _prepare() -> None:
-    global PREPARED_AT
-    PREPARED_AT = time.monotonic()
+    global PREPARED
+    PREPARED = True
 
 
 def _whoami_add(ca: CmdArgs) -> Result | None:
-    ahead = PREPARED_AT is not None and PREPARED_AT < time.monotonic()
-    raise CniError(INVALID_CONFIG, "whoami", f"pid={os.getpid()} prepared={ahead}")
+    raise CniError(INVALID_CONFIG, "whoami", f"pid={os.getpid()} prepared={PREPARED}")
 
 
 def _nothing(ca: CmdArgs) -> None:
