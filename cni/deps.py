@@ -77,7 +77,7 @@ def real_deps(
     Links, netns, probes, udev, locks and caches are always the real ones.
     """
     env = os.environ if env is None else env
-    from cni.kernel.links import PyRoute2Links
+    from cni.kernel.links import NetlinkLinks
     from cni.kernel.netns import Namespaces
     from cni.kernel.probes import RawProbes
     from cni.kernel.udev import UdevWaiter
@@ -94,7 +94,7 @@ def real_deps(
         from cni.kernel.rdma import NetlinkRdmaOps
 
         rdma = NetlinkRdmaOps()
-    links = PyRoute2Links()
+    links = NetlinkLinks()
     return Deps(
         links=links,
         netns=Namespaces(links),

@@ -5,10 +5,11 @@ This module is the contract between the plugins' domain code and everything that
 touches the kernel. It must not import pyroute2, pyudev or any adapter module:
 plugins import it at module top, and VERSION / config errors must stay cheap.
 
-Adapters (each imports pyroute2/pyudev itself, and is imported lazily inside the
-plugins' ``real_deps()``):
+Adapters (each imports what it needs, pyroute2 or pyudev among them, and is
+imported lazily inside the plugins' ``real_deps()``):
 
-- ``cni.kernel.links.PyRoute2Links`` -> ``Links`` (rtnetlink on netdevs)
+- ``cni.kernel.links.NetlinkLinks`` -> ``Links`` (rtnetlink on netdevs; wire
+  format in ``cni.kernel.rtnl``)
 - ``cni.kernel.netns.Namespaces`` -> ``Netns`` (open/verify/temp netns)
 - ``cni.kernel.probes.RawProbes`` -> ``NicProbes`` (ARP/NDP conflict, gateway, announce)
 - ``cni.kernel.vf.PyRoute2VfOps`` -> ``VfOps`` (PF-side IFLA_VF_*, GUIDs, rebind)

@@ -1,18 +1,18 @@
 # SPDX-License-Identifier: Apache-2.0
-"""``Links`` adapter: rtnetlink on netdevs, addresses, routes and rules via pyroute2.
+"""``Links`` adapter: rtnetlink on netdevs, addresses, routes and rules.
 
-May import: the standard library, pyroute2 (this module is only imported lazily,
-inside ``real_deps()``), ``cni.kernel`` and ``cni.kernel.netns``.
+May import: the standard library, ``cni.kernel``, ``cni.kernel.rtnl`` (the wire
+format) and ``cni.kernel.netns``. Imported lazily, inside ``real_deps()``.
 
 Design:
-- One hand-built netlink message per method (pyroute2 message classes, sent with
-  ``AsyncIPRoute.nlm_request``), errno translated to the contract's exceptions.
-  Methods that need an ifindex the kernel cannot look up by name (addresses,
-  routes) do one RTM_GETLINK first.
+- One message per method, packed by ``cni.kernel.rtnl``, errno translated to
+  the contract's exceptions (with the kernel's extended-ack reason when it gives
+  one). Methods that need an ifindex the kernel cannot look up by name
+  (addresses, routes) do one RTM_GETLINK first.
 - One rtnetlink socket per namespace, cached for the adapter's life, keyed by the
   namespace's nsfs inode (not by path: a path can be re-used by another netns).
   The socket is created after setns(2) into the target on this thread and the
-  thread switched back (~1 ms), instead of pyroute2's forking helper (~12 ms).
+  thread switched back (~0.1 ms), never by forking a helper into the netns.
   A socket keeps its namespace alive, so ``close()`` (and ``forget()``) matter.
 - A missing namespace path is ``NetnsNotFound``; nothing is ever created.
 
@@ -23,44 +23,13 @@ Contract extensions (optional keywords / extra methods, all backward compatible)
 
 from __future__ import annotations
 
-import asyncio
 import builtins
 import errno
 import ipaddress
 import os
 import socket
-import struct
 from collections import Counter
-from typing import Any
-
-from pyroute2 import AsyncIPRoute
-from pyroute2.netlink import (
-    NLM_F_ACK,
-    NLM_F_CREATE,
-    NLM_F_DUMP,
-    NLM_F_DUMP_INTR,
-    NLM_F_EXCL,
-    NLM_F_REQUEST,
-)
-from pyroute2.netlink.exceptions import NetlinkDumpInterrupted, NetlinkError
-from pyroute2.netlink.rtnl import (
-    RTM_DELADDR,
-    RTM_DELLINKPROP,
-    RTM_DELROUTE,
-    RTM_DELRULE,
-    RTM_GETADDR,
-    RTM_GETLINK,
-    RTM_GETROUTE,
-    RTM_GETRULE,
-    RTM_NEWADDR,
-    RTM_NEWROUTE,
-    RTM_NEWRULE,
-    RTM_SETLINK,
-)
-from pyroute2.netlink.rtnl.fibmsg import fibmsg
-from pyroute2.netlink.rtnl.ifaddrmsg import ifaddrmsg
-from pyroute2.netlink.rtnl.ifinfmsg import ifinfmsg
-from pyroute2.netlink.rtnl.rtmsg import rtmsg
+from typing import Protocol
 
 from cni.kernel import (
     DeviceBusy,
@@ -74,6 +43,7 @@ from cni.kernel import (
     NotSupported,
     RouteSpec,
     RuleSpec,
+    rtnl,
 )
 from cni.kernel.netns import (
     OWN_NETNS,
@@ -82,22 +52,36 @@ from cni.kernel.netns import (
     open_netns,
     register_cache,
 )
+from cni.kernel.rtnl import (
+    FIB_RULE_HDR,
+    IFADDRMSG,
+    IFINFOMSG,
+    NLM_F_ACK,
+    NLM_F_CREATE,
+    NLM_F_DUMP,
+    NLM_F_EXCL,
+    NLM_F_REQUEST,
+    RTMSG,
+    DumpInterrupted,
+    Message,
+    NetlinkErrno,
+)
 
 IFF_UP = 0x1
-IFLA_ADDRESS = 1  # include/uapi/linux/if_link.h
-IFLA_PERM_ADDRESS = 54
-IFA_F_NODAD = 0x02
+IFA_F_NODAD = 0x02  # include/uapi/linux/if_addr.h
 IFA_F_NOPREFIXROUTE = 0x200
-RT_SCOPE_UNIVERSE = 0
+RT_SCOPE_UNIVERSE = 0  # include/uapi/linux/rtnetlink.h
 RT_SCOPE_LINK = 253
 RT_SCOPE_NOWHERE = 255  # a wildcard in deletes
 RT_TABLE_COMPAT = 252
 RTN_UNICAST = 1
 RTPROT_BOOT = 3
-FR_ACT_TO_TBL = 1
+FR_ACT_TO_TBL = 1  # include/uapi/linux/fib_rules.h
 RTEXT_FILTER_SKIP_STATS = 1 << 3  # smaller RTM_NEWLINK replies; older kernels ignore it
 DUMP_ATTEMPTS = 5
 _IP_FAMILIES = (socket.AF_INET, socket.AF_INET6)
+_ACKED = NLM_F_REQUEST | NLM_F_ACK
+_CREATE = _ACKED | NLM_F_CREATE | NLM_F_EXCL
 
 _ERRNO_TO_EXC: dict[int, type[KernelError]] = {
     errno.ENODEV: LinkNotFound,
@@ -115,93 +99,114 @@ def errno_error(code: int, what: str) -> KernelError:
     return cls(f"{what}: {os.strerror(code)}", code)
 
 
-def translate(exc: NetlinkError, what: str) -> KernelError:
-    """The contract exception for a pyroute2 netlink error."""
-    return errno_error(abs(exc.code), what)
+def translate(exc: NetlinkErrno, what: str) -> KernelError:
+    """The contract exception for a refused request, with the kernel's reason."""
+    err = errno_error(exc.errno or 0, what)
+    if exc.kernel_says:
+        err.args = (f"{err.args[0]} ({exc.kernel_says})",)
+    return err
 
 
-class _Channel:
-    """One rtnetlink socket bound to one namespace, driven on a shared event loop."""
+class Channel(Protocol):
+    """What the adapter needs of a socket (``rtnl.RtnlSocket``; a script in tests)."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
-        # The socket is created here, in whatever netns the thread is in now.
-        self._ipr = AsyncIPRoute(use_event_loop=loop)
-        loop.run_until_complete(self._ipr.setup_endpoint())
+    def request(self, msg_type: int, flags: int, body: bytes) -> list[Message]: ...
 
-    def request(self, msg: Any, msg_type: int, flags: int) -> list[Any]:
-        async def run() -> list[Any]:
-            return [m async for m in await self._ipr.nlm_request(msg, msg_type, flags)]
-
-        return self._loop.run_until_complete(run())
-
-    def close(self) -> None:
-        self._ipr.close()
+    def close(self) -> None: ...
 
 
-def _link_msg(name: str | None = None, index: int = 0) -> ifinfmsg:
-    msg = ifinfmsg()
-    msg["family"] = socket.AF_UNSPEC
-    msg["index"] = index
-    msg["flags"] = 0
-    msg["change"] = 0
-    msg["attrs"] = [("IFLA_IFNAME", name)] if name is not None else []
-    return msg
+# ------------------------------------------------------------ message bodies
 
 
-def _hw_addresses(msg: Any) -> dict[int, str]:
-    """IFLA_ADDRESS / IFLA_PERM_ADDRESS straight from the message bytes.
-
-    pyroute2 decodes IFLA_ADDRESS as exactly 6 bytes; an IPoIB address has 20
-    (the GUID is its last 8), so the attributes are read from the raw message.
-    """
-    raw = bytes(msg.data[msg.offset : msg.offset + msg.length])
-    out: dict[int, str] = {}
-    offset = 32  # struct nlmsghdr + struct ifinfomsg
-    while offset + 4 <= len(raw):
-        length, kind = struct.unpack_from("=HH", raw, offset)
-        if length < 4:
-            break
-        if kind & 0x3FFF in (IFLA_ADDRESS, IFLA_PERM_ADDRESS):
-            value = raw[offset + 4 : offset + length]
-            out[kind & 0x3FFF] = ":".join(f"{b:02x}" for b in value)
-        offset += (length + 3) & ~3
-    return out
+def _link_body(
+    name: str | None = None, index: int = 0, flags: int = 0, change: int = 0
+) -> bytes:
+    body = IFINFOMSG.pack(socket.AF_UNSPEC, 0, index, flags, change)
+    return body + rtnl.attr_str(rtnl.IFLA_IFNAME, name) if name is not None else body
 
 
-def _link_info(msg: Any) -> LinkInfo:
+def link_info(body: bytes) -> LinkInfo:
+    """A LinkInfo from an RTM_NEWLINK body (addresses of any length: IPoIB has 20)."""
+    _family, link_type, index, flags, _change = IFINFOMSG.unpack_from(body)
     kind = None
-    linkinfo = msg.get_attr("IFLA_LINKINFO")
-    if linkinfo is not None:
-        kind = linkinfo.get_attr("IFLA_INFO_KIND")
-    altnames: tuple[str, ...] = ()
-    props = msg.get_attr("IFLA_PROP_LIST")
-    if props is not None:
-        altnames = tuple(props.get_attrs("IFLA_ALT_IFNAME"))
-    hw = _hw_addresses(msg)
-    perm = hw.get(IFLA_PERM_ADDRESS)
+    altnames: list[str] = []
+    name = mac = ""
+    mtu = 0
+    perm = None
+    for key, value in rtnl.iter_attrs(body, IFINFOMSG.size):
+        if key == rtnl.IFLA_IFNAME:
+            name = rtnl.text(value)
+        elif key == rtnl.IFLA_ADDRESS:
+            mac = rtnl.hex_address(value)
+        elif key == rtnl.IFLA_MTU:
+            mtu = rtnl.u32(value)
+        elif key == rtnl.IFLA_PERM_ADDRESS:
+            perm = rtnl.hex_address(value)
+        elif key == rtnl.IFLA_LINKINFO:
+            found = rtnl.attrs(value).get(rtnl.IFLA_INFO_KIND)
+            kind = rtnl.text(found) if found is not None else None
+        elif key == rtnl.IFLA_PROP_LIST:
+            altnames += [
+                rtnl.text(v)
+                for k, v in rtnl.iter_attrs(value)
+                if k == rtnl.IFLA_ALT_IFNAME
+            ]
     return LinkInfo(
-        index=msg["index"],
-        name=msg.get_attr("IFLA_IFNAME"),
-        mac=hw.get(IFLA_ADDRESS, ""),
-        mtu=msg.get_attr("IFLA_MTU") or 0,
-        up=bool(msg["flags"] & IFF_UP),
+        index=index,
+        name=name,
+        mac=mac,
+        mtu=mtu,
+        up=bool(flags & IFF_UP),
         kind=kind,
-        altnames=altnames,
+        altnames=tuple(altnames),
         permanent_mac=perm if perm and perm.strip("0:") else None,
-        link_type=msg["ifi_type"],
+        link_type=link_type,
     )
 
 
-class PyRoute2Links:
+def _addr_body(index: int, cidr: str, extra_flags: int = 0) -> bytes:
+    iface = ipaddress.ip_interface(cidr)
+    family = socket.AF_INET6 if iface.version == 6 else socket.AF_INET
+    addr = str(iface.ip)
+    body = IFADDRMSG.pack(family, iface.network.prefixlen, 0, RT_SCOPE_UNIVERSE, index)
+    body += rtnl.attr_ip(rtnl.IFA_LOCAL, addr) + rtnl.attr_ip(rtnl.IFA_ADDRESS, addr)
+    if iface.version == 4 and iface.network.prefixlen < 31:
+        # As iproute2 "brd +" and Go's netlink.AddrAdd do.
+        broadcast = str(iface.network.broadcast_address)
+        body += rtnl.attr_ip(rtnl.IFA_BROADCAST, broadcast)
+    if extra_flags:
+        body += rtnl.attr_u32(rtnl.IFA_FLAGS, extra_flags)
+    return body
+
+
+def _addr_facts(body: bytes) -> tuple[int, int, str]:
+    """(ifindex, scope, "address/prefix") of an RTM_NEWADDR body."""
+    family, prefixlen, _flags, scope, index = IFADDRMSG.unpack_from(body)
+    found = rtnl.attrs(body, IFADDRMSG.size)
+    raw = found.get(rtnl.IFA_LOCAL) or found.get(rtnl.IFA_ADDRESS) or b""
+    return index, scope, f"{rtnl.ip_text(family, raw)}/{prefixlen}"
+
+
+def _rule_body(rule: RuleSpec) -> bytes:
+    src = ipaddress.ip_network(rule.src, strict=False)
+    family = socket.AF_INET6 if src.version == 6 else socket.AF_INET
+    table = rule.table if rule.table < 256 else RT_TABLE_COMPAT
+    body = FIB_RULE_HDR.pack(family, 0, src.prefixlen, 0, table, 0, 0, FR_ACT_TO_TBL, 0)
+    body += rtnl.attr_u32(rtnl.FRA_TABLE, rule.table)
+    body += rtnl.attr_u32(rtnl.FRA_PRIORITY, rule.priority)
+    if src.prefixlen:
+        body += rtnl.attr_ip(rtnl.FRA_SRC, str(src.network_address))
+    return body
+
+
+class NetlinkLinks:
     """``Links`` on real rtnetlink; see the module doc for the socket discipline."""
 
     def __init__(self) -> None:
         # The plugin's own netns, fixed now: after a setns, /proc/thread-self moves.
         self._own_fd = open_netns(OWN_NETNS)
         self._own_key = netns_key(OWN_NETNS)
-        self._loop = asyncio.new_event_loop()
-        self._channels: dict[tuple[int, int], _Channel] = {}
+        self._channels: dict[tuple[int, int], Channel] = {}
         # Requests sent, by message type (RTM_*): what a command costs in netlink.
         self.requests: Counter[int] = Counter()
         self._closed = False
@@ -209,7 +214,7 @@ class PyRoute2Links:
 
     # ------------------------------------------------------------ sockets
 
-    def _channel(self, netns: NetnsPath) -> _Channel:
+    def _channel(self, netns: NetnsPath) -> Channel:
         if self._closed:
             raise KernelError("links adapter used after close()")
         key = self._own_key if netns is None else netns_key(netns)
@@ -227,37 +232,37 @@ class PyRoute2Links:
         self._channels[key] = chan
         return chan
 
-    def _open_channel(self, netns_fd: int) -> _Channel:
+    def _open_channel(self, netns_fd: int) -> Channel:
         """A socket created inside ``netns_fd`` (setns there and back, no fork)."""
         with in_netns_fd(netns_fd):
-            return _Channel(self._loop)
+            return rtnl.RtnlSocket.open()
 
     def _request(
-        self, netns: NetnsPath, msg: Any, msg_type: int, flags: int, what: str
-    ) -> list[Any]:
+        self, netns: NetnsPath, msg_type: int, flags: int, body: bytes, what: str
+    ) -> list[Message]:
         chan = self._channel(netns)
         self.requests[msg_type] += 1
         try:
-            return chan.request(msg, msg_type, flags)
-        except NetlinkError as exc:
+            return chan.request(msg_type, flags, body)
+        except NetlinkErrno as exc:
             raise translate(exc, what) from exc
 
     def _dump(
-        self, netns: NetnsPath, msg_factory: Any, msg_type: int, what: str
-    ) -> list[Any]:
-        """A dump, retried while the kernel flags it inconsistent (NLM_F_DUMP_INTR:
-        the table changed under it); pyroute2 0.9.7 only sets the header flag."""
+        self, netns: NetnsPath, msg_type: int, body: bytes, what: str
+    ) -> list[bytes]:
+        """The bodies of a dump's answers, read again while the kernel flags the
+        dump inconsistent (NLM_F_DUMP_INTR: the table changed under it)."""
         chan = self._channel(netns)
+        answer = msg_type - 2  # RTM_GETx answers with RTM_NEWx
         for _ in range(DUMP_ATTEMPTS):
             self.requests[msg_type] += 1
             try:
-                msgs = chan.request(msg_factory(), msg_type, NLM_F_REQUEST | NLM_F_DUMP)
-            except NetlinkDumpInterrupted:
+                msgs = chan.request(msg_type, NLM_F_REQUEST | NLM_F_DUMP, body)
+            except DumpInterrupted:
                 continue
-            except NetlinkError as exc:
+            except NetlinkErrno as exc:
                 raise translate(exc, what) from exc
-            if not any(m["header"]["flags"] & NLM_F_DUMP_INTR for m in msgs):
-                return msgs
+            return list(rtnl.bodies(msgs, answer))
         raise KernelError(f"{what}: dump interrupted {DUMP_ATTEMPTS} times in a row")
 
     def forget(self, netns: str) -> None:
@@ -277,24 +282,25 @@ class PyRoute2Links:
         for chan in self._channels.values():
             chan.close()
         self._channels.clear()
-        self._loop.close()
         os.close(self._own_fd)
 
     # -------------------------------------------------------------- links
 
-    def _getlink(self, name: str, netns: NetnsPath) -> Any:
-        msg = _link_msg(name)
-        msg["attrs"].append(("IFLA_EXT_MASK", RTEXT_FILTER_SKIP_STATS))
+    def _getlink(self, name: str, netns: NetnsPath) -> bytes:
+        body = _link_body(name) + rtnl.attr_u32(
+            rtnl.IFLA_EXT_MASK, RTEXT_FILTER_SKIP_STATS
+        )
         where = f" in {netns}" if netns else ""
-        return self._request(
-            netns, msg, RTM_GETLINK, NLM_F_REQUEST, f"link {name}{where}"
-        )[0]
+        msgs = self._request(
+            netns, rtnl.RTM_GETLINK, NLM_F_REQUEST, body, f"link {name}{where}"
+        )
+        return msgs[0].body
 
     def _index(self, name: str, netns: NetnsPath) -> int:
-        return int(self._getlink(name, netns)["index"])
+        return int(IFINFOMSG.unpack_from(self._getlink(name, netns))[2])
 
     def get(self, name: str, netns: NetnsPath = None) -> LinkInfo:
-        return _link_info(self._getlink(name, netns))
+        return link_info(self._getlink(name, netns))
 
     def find(self, name: str, netns: NetnsPath = None) -> LinkInfo | None:
         try:
@@ -302,55 +308,39 @@ class PyRoute2Links:
         except LinkNotFound:
             return None
 
-    def list(self, netns: NetnsPath = None) -> list[LinkInfo]:
-        def factory() -> ifinfmsg:
-            msg = _link_msg()
-            msg["attrs"].append(("IFLA_EXT_MASK", RTEXT_FILTER_SKIP_STATS))
-            return msg
+    def list(self, netns: NetnsPath = None) -> builtins.list[LinkInfo]:
+        body = _link_body() + rtnl.attr_u32(rtnl.IFLA_EXT_MASK, RTEXT_FILTER_SKIP_STATS)
+        answers = self._dump(netns, rtnl.RTM_GETLINK, body, "links")
+        return [link_info(answer) for answer in answers]
 
-        return [_link_info(m) for m in self._dump(netns, factory, RTM_GETLINK, "links")]
-
-    def _setlink(self, msg: ifinfmsg, netns: NetnsPath, what: str) -> None:
-        self._request(netns, msg, RTM_SETLINK, NLM_F_REQUEST | NLM_F_ACK, what)
+    def _setlink(self, body: bytes, netns: NetnsPath, what: str) -> None:
+        self._request(netns, rtnl.RTM_SETLINK, _ACKED, body, what)
 
     def set_up(self, name: str, netns: NetnsPath = None) -> None:
-        msg = _link_msg(name)
-        msg["flags"] = IFF_UP
-        msg["change"] = IFF_UP
-        self._setlink(msg, netns, f"set {name} up")
+        body = _link_body(name, flags=IFF_UP, change=IFF_UP)
+        self._setlink(body, netns, f"set {name} up")
 
     def set_down(self, name: str, netns: NetnsPath = None) -> None:
-        msg = _link_msg(name)
-        msg["change"] = IFF_UP
-        self._setlink(msg, netns, f"set {name} down")
+        self._setlink(_link_body(name, change=IFF_UP), netns, f"set {name} down")
 
     def rename(self, name: str, new_name: str, netns: NetnsPath = None) -> None:
         # IFLA_IFNAME is the new name here, so the device must be named by index.
-        msg = _link_msg(new_name, index=self._index(name, netns))
-        self._setlink(msg, netns, f"rename {name} to {new_name}")
+        body = _link_body(new_name, index=self._index(name, netns))
+        self._setlink(body, netns, f"rename {name} to {new_name}")
 
     def set_mtu(self, name: str, mtu: int, netns: NetnsPath = None) -> None:
-        msg = _link_msg(name)
-        msg["attrs"].append(("IFLA_MTU", mtu))
-        self._setlink(msg, netns, f"set {name} mtu {mtu}")
+        body = _link_body(name) + rtnl.attr_u32(rtnl.IFLA_MTU, mtu)
+        self._setlink(body, netns, f"set {name} mtu {mtu}")
 
     def set_mac(self, name: str, mac: str, netns: NetnsPath = None) -> None:
-        msg = _link_msg(name)
-        msg["attrs"].append(("IFLA_ADDRESS", mac.lower()))
-        self._setlink(msg, netns, f"set {name} address {mac}")
+        body = _link_body(name) + rtnl.attr_mac(rtnl.IFLA_ADDRESS, mac)
+        self._setlink(body, netns, f"set {name} address {mac}")
 
     def del_altname(self, name: str, altname: str, netns: NetnsPath = None) -> None:
-        msg = _link_msg(name)
-        msg["attrs"].append(
-            ("IFLA_PROP_LIST", {"attrs": [("IFLA_ALT_IFNAME", altname)]})
-        )
-        self._request(
-            netns,
-            msg,
-            RTM_DELLINKPROP,
-            NLM_F_REQUEST | NLM_F_ACK,
-            f"delete altname {altname} of {name}",
-        )
+        props = rtnl.attr_str(rtnl.IFLA_ALT_IFNAME, altname)
+        body = _link_body(name) + rtnl.attr(rtnl.IFLA_PROP_LIST | 0x8000, props)
+        what = f"delete altname {altname} of {name}"
+        self._request(netns, rtnl.RTM_DELLINKPROP, _ACKED, body, what)
 
     def _target_fd(self, to_netns: NetnsPath) -> int:
         return os.dup(self._own_fd) if to_netns is None else open_netns(to_netns)
@@ -358,9 +348,8 @@ class PyRoute2Links:
     def move(self, name: str, to_netns: NetnsPath, netns: NetnsPath = None) -> None:
         fd = self._target_fd(to_netns)
         try:
-            msg = _link_msg(name)
-            msg["attrs"].append(("IFLA_NET_NS_FD", fd))
-            self._setlink(msg, netns, f"move {name} to {to_netns or 'the host netns'}")
+            body = _link_body(name) + rtnl.attr_u32(rtnl.IFLA_NET_NS_FD, fd)
+            self._setlink(body, netns, f"move {name} to {to_netns or 'the host netns'}")
         finally:
             os.close(fd)
 
@@ -374,9 +363,9 @@ class PyRoute2Links:
         """
         fd = self._target_fd(to_netns)
         try:
-            msg = _link_msg(pattern, index=index)
-            msg["attrs"].append(("IFLA_NET_NS_FD", fd))
-            self._setlink(msg, netns, f"move link {index} as {pattern}")
+            body = _link_body(pattern, index=index)
+            body += rtnl.attr_u32(rtnl.IFLA_NET_NS_FD, fd)
+            self._setlink(body, netns, f"move link {index} as {pattern}")
         finally:
             os.close(fd)
         # The kernel keeps the ifindex unless the target netns already uses it.
@@ -389,45 +378,25 @@ class PyRoute2Links:
 
     # ---------------------------------------------------------- addresses
 
-    def _addr_dump(self, netns: NetnsPath, index: int) -> builtins.list[Any]:
-        def factory() -> ifaddrmsg:
-            msg = ifaddrmsg()
-            msg["family"] = socket.AF_UNSPEC
-            return msg
-
-        return [
-            m
-            for m in self._dump(netns, factory, RTM_GETADDR, "addresses")
-            if m["index"] == index
-        ]
-
-    @staticmethod
-    def _addr_cidr(msg: Any) -> str:
-        addr = msg.get_attr("IFA_LOCAL") or msg.get_attr("IFA_ADDRESS")
-        return f"{addr}/{msg['prefixlen']}"
+    def _addr_dump(
+        self, netns: NetnsPath, index: int
+    ) -> builtins.list[tuple[int, str]]:
+        """(scope, cidr) of each address on link ``index``."""
+        body = IFADDRMSG.pack(socket.AF_UNSPEC, 0, 0, 0, 0)
+        out = []
+        for answer in self._dump(netns, rtnl.RTM_GETADDR, body, "addresses"):
+            link, scope, cidr = _addr_facts(answer)
+            if link == index:
+                out.append((scope, cidr))
+        return out
 
     def addresses(self, name: str, netns: NetnsPath = None) -> builtins.list[str]:
         index = self._index(name, netns)
         return [
-            self._addr_cidr(m)
-            for m in self._addr_dump(netns, index)
-            if m["scope"] == RT_SCOPE_UNIVERSE
+            cidr
+            for scope, cidr in self._addr_dump(netns, index)
+            if scope == RT_SCOPE_UNIVERSE
         ]
-
-    def _addr_msg(self, index: int, cidr: str) -> ifaddrmsg:
-        iface = ipaddress.ip_interface(cidr)
-        msg = ifaddrmsg()
-        msg["family"] = socket.AF_INET6 if iface.version == 6 else socket.AF_INET
-        msg["prefixlen"] = iface.network.prefixlen
-        msg["flags"] = 0
-        msg["scope"] = RT_SCOPE_UNIVERSE
-        msg["index"] = index
-        addr = str(iface.ip)
-        msg["attrs"] = [("IFA_LOCAL", addr), ("IFA_ADDRESS", addr)]
-        if iface.version == 4 and iface.network.prefixlen < 31:
-            # As iproute2 "brd +" and Go's netlink.AddrAdd do.
-            msg["attrs"].append(("IFA_BROADCAST", str(iface.network.broadcast_address)))
-        return msg
 
     def add_address(
         self,
@@ -441,45 +410,28 @@ class PyRoute2Links:
         """Add ``cidr``; ``noprefixroute`` skips the kernel's subnet route
         (IFA_F_NOPREFIXROUTE), for policy routing that puts it in another table;
         ``nodad`` skips IPv6 duplicate address detection."""
-        msg = self._addr_msg(self._index(name, netns), cidr)
         flags = (IFA_F_NOPREFIXROUTE if noprefixroute else 0) | (
             IFA_F_NODAD if nodad else 0
         )
-        if flags:
-            msg["attrs"].append(("IFA_FLAGS", flags))
-        self._request(
-            netns,
-            msg,
-            RTM_NEWADDR,
-            NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL,
-            f"add address {cidr} to {name}",
-        )
+        body = _addr_body(self._index(name, netns), cidr, flags)
+        what = f"add address {cidr} to {name}"
+        self._request(netns, rtnl.RTM_NEWADDR, _CREATE, body, what)
 
     def del_address(self, name: str, cidr: str, netns: NetnsPath = None) -> None:
-        msg = self._addr_msg(self._index(name, netns), cidr)
-        self._request(
-            netns,
-            msg,
-            RTM_DELADDR,
-            NLM_F_REQUEST | NLM_F_ACK,
-            f"delete address {cidr} from {name}",
-        )
+        body = _addr_body(self._index(name, netns), cidr)
+        what = f"delete address {cidr} from {name}"
+        self._request(netns, rtnl.RTM_DELADDR, _ACKED, body, what)
 
     def flush_addresses(self, name: str, netns: NetnsPath = None) -> None:
         """Delete every global-scope address (what ``addresses()`` lists)."""
         index = self._index(name, netns)
-        for m in self._addr_dump(netns, index):
-            if m["scope"] != RT_SCOPE_UNIVERSE:
+        for scope, cidr in self._addr_dump(netns, index):
+            if scope != RT_SCOPE_UNIVERSE:
                 continue
-            cidr = self._addr_cidr(m)
+            what = f"delete address {cidr} from {name}"
             try:
-                self._request(
-                    netns,
-                    self._addr_msg(index, cidr),
-                    RTM_DELADDR,
-                    NLM_F_REQUEST | NLM_F_ACK,
-                    f"delete address {cidr} from {name}",
-                )
+                body = _addr_body(index, cidr)
+                self._request(netns, rtnl.RTM_DELADDR, _ACKED, body, what)
             except KernelError as exc:
                 # Deleting a primary IPv4 address also removes its secondaries.
                 if exc.errno != errno.EADDRNOTAVAIL:
@@ -487,165 +439,129 @@ class PyRoute2Links:
 
     # ------------------------------------------------------------- routes
 
-    def _route_msg(self, route: RouteSpec, netns: NetnsPath) -> rtmsg:
+    def _route_body(
+        self, route: RouteSpec, netns: NetnsPath, *, deleting: bool = False
+    ) -> bytes:
         dst = ipaddress.ip_network(route.dst, strict=False)
         family = socket.AF_INET6 if dst.version == 6 else socket.AF_INET
-        msg = rtmsg()
-        msg["family"] = family
-        msg["dst_len"] = dst.prefixlen
-        msg["src_len"] = 0
-        msg["tos"] = 0
-        msg["table"] = route.table if route.table < 256 else RT_TABLE_COMPAT
-        msg["proto"] = RTPROT_BOOT
+        table = route.table if route.table < 256 else RT_TABLE_COMPAT
         if route.scope is not None:
-            msg["scope"] = route.scope
+            scope = route.scope
+        elif deleting:
+            scope = RT_SCOPE_NOWHERE  # any scope, as "ip route del" matches
         else:
-            msg["scope"] = RT_SCOPE_UNIVERSE if route.gw else RT_SCOPE_LINK
-        msg["type"] = RTN_UNICAST
-        attrs: list[tuple[str, Any]] = [("RTA_TABLE", route.table)]
+            scope = RT_SCOPE_UNIVERSE if route.gw else RT_SCOPE_LINK
+        proto = 0 if deleting else RTPROT_BOOT  # deletes match any protocol
+        body = RTMSG.pack(
+            family, dst.prefixlen, 0, 0, table, proto, scope, RTN_UNICAST, 0
+        )
+        body += rtnl.attr_u32(rtnl.RTA_TABLE, route.table)
         if dst.prefixlen:
-            attrs.append(("RTA_DST", str(dst.network_address)))
+            body += rtnl.attr_ip(rtnl.RTA_DST, str(dst.network_address))
         if route.gw:
-            attrs.append(("RTA_GATEWAY", route.gw))
+            body += rtnl.attr_ip(rtnl.RTA_GATEWAY, route.gw)
         if route.dev:
-            attrs.append(("RTA_OIF", self._index(route.dev, netns)))
+            body += rtnl.attr_u32(rtnl.RTA_OIF, self._index(route.dev, netns))
         if route.src:
-            attrs.append(("RTA_PREFSRC", route.src))
+            body += rtnl.attr_ip(rtnl.RTA_PREFSRC, route.src)
         if route.metric is not None:
-            attrs.append(("RTA_PRIORITY", route.metric))
-        metrics = []
+            body += rtnl.attr_u32(rtnl.RTA_PRIORITY, route.metric)
+        metrics = b""
         if route.mtu:
-            metrics.append(("RTAX_MTU", route.mtu))
+            metrics += rtnl.attr_u32(rtnl.RTAX_MTU, route.mtu)
         if route.advmss:
-            metrics.append(("RTAX_ADVMSS", route.advmss))
+            metrics += rtnl.attr_u32(rtnl.RTAX_ADVMSS, route.advmss)
         if metrics:
-            attrs.append(("RTA_METRICS", {"attrs": metrics}))
-        msg["attrs"] = attrs
-        return msg
+            body += rtnl.attr(rtnl.RTA_METRICS | 0x8000, metrics)
+        return body
 
     def add_route(self, route: RouteSpec, netns: NetnsPath = None) -> None:
-        self._request(
-            netns,
-            self._route_msg(route, netns),
-            RTM_NEWROUTE,
-            NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL,
-            f"add route {route.dst} table {route.table}",
-        )
+        body = self._route_body(route, netns)
+        what = f"add route {route.dst} table {route.table}"
+        self._request(netns, rtnl.RTM_NEWROUTE, _CREATE, body, what)
 
     def del_route(self, route: RouteSpec, netns: NetnsPath = None) -> None:
-        msg = self._route_msg(route, netns)
-        # Match any protocol and (unless given) any scope, as "ip route del" does.
-        msg["proto"] = 0
-        if route.scope is None:
-            msg["scope"] = RT_SCOPE_NOWHERE
-        self._request(
-            netns,
-            msg,
-            RTM_DELROUTE,
-            NLM_F_REQUEST | NLM_F_ACK,
-            f"delete route {route.dst} table {route.table}",
-        )
+        body = self._route_body(route, netns, deleting=True)
+        what = f"delete route {route.dst} table {route.table}"
+        self._request(netns, rtnl.RTM_DELROUTE, _ACKED, body, what)
 
     def routes(
         self, table: int = 254, family: int = 0, netns: NetnsPath = None
     ) -> builtins.list[RouteSpec]:
-        def factory() -> rtmsg:
-            msg = rtmsg()
-            msg["family"] = family
-            return msg
-
-        dumped = self._dump(netns, factory, RTM_GETROUTE, "routes")
+        request = RTMSG.pack(family, 0, 0, 0, 0, 0, 0, 0, 0)
+        dumped = self._dump(netns, rtnl.RTM_GETROUTE, request, "routes")
         names = {ln.index: ln.name for ln in self.list(netns)}
         out: list[RouteSpec] = []
-        for m in dumped:
-            rt_table = m.get_attr("RTA_TABLE") or m["table"]
-            if rt_table != table or m["type"] != RTN_UNICAST:
+        for body in dumped:
+            fam, dst_len, _s, _t, hdr_table, _p, scope, rt_type, _f = RTMSG.unpack_from(
+                body
+            )
+            found = rtnl.attrs(body, RTMSG.size)
+            rt_table = rtnl.u32(found[rtnl.RTA_TABLE]) if rtnl.RTA_TABLE in found else 0
+            rt_table = rt_table or hdr_table
+            if rt_table != table or rt_type != RTN_UNICAST:
                 continue
-            any_net = "::" if m["family"] == socket.AF_INET6 else "0.0.0.0"
-            dst = m.get_attr("RTA_DST") or any_net
-            metrics: dict[str, int] = {}
-            raw_metrics = m.get_attr("RTA_METRICS")
-            if raw_metrics is not None:
-                metrics = {k: v for k, v in raw_metrics.get("attrs", [])}
-            oif = m.get_attr("RTA_OIF")
+            dst = "::" if fam == socket.AF_INET6 else "0.0.0.0"
+            if rtnl.RTA_DST in found:
+                dst = rtnl.ip_text(fam, found[rtnl.RTA_DST])
+            metrics: dict[int, int] = {}
+            if rtnl.RTA_METRICS in found:
+                metrics = {
+                    k: rtnl.u32(v) for k, v in rtnl.iter_attrs(found[rtnl.RTA_METRICS])
+                }
+            oif = rtnl.u32(found[rtnl.RTA_OIF]) if rtnl.RTA_OIF in found else 0
+            gw = found.get(rtnl.RTA_GATEWAY)
+            src = found.get(rtnl.RTA_PREFSRC)
+            metric = found.get(rtnl.RTA_PRIORITY)
             out.append(
                 RouteSpec(
-                    dst=f"{dst}/{m['dst_len']}",
-                    gw=m.get_attr("RTA_GATEWAY"),
+                    dst=f"{dst}/{dst_len}",
+                    gw=rtnl.ip_text(fam, gw) if gw is not None else None,
                     dev=names.get(oif) if oif else None,
                     table=rt_table,
-                    scope=m["scope"],
-                    src=m.get_attr("RTA_PREFSRC"),
-                    metric=m.get_attr("RTA_PRIORITY"),
-                    mtu=metrics.get("RTAX_MTU"),
-                    advmss=metrics.get("RTAX_ADVMSS"),
+                    scope=scope,
+                    src=rtnl.ip_text(fam, src) if src is not None else None,
+                    metric=rtnl.u32(metric) if metric is not None else None,
+                    mtu=metrics.get(rtnl.RTAX_MTU),
+                    advmss=metrics.get(rtnl.RTAX_ADVMSS),
                 )
             )
         return out
 
     # -------------------------------------------------------------- rules
 
-    @staticmethod
-    def _rule_msg(rule: RuleSpec) -> fibmsg:
-        src = ipaddress.ip_network(rule.src, strict=False)
-        msg = fibmsg()
-        msg["family"] = socket.AF_INET6 if src.version == 6 else socket.AF_INET
-        msg["src_len"] = src.prefixlen
-        msg["dst_len"] = 0
-        msg["tos"] = 0
-        msg["table"] = rule.table if rule.table < 256 else RT_TABLE_COMPAT
-        msg["action"] = FR_ACT_TO_TBL
-        msg["flags"] = 0
-        attrs: list[tuple[str, Any]] = [
-            ("FRA_TABLE", rule.table),
-            ("FRA_PRIORITY", rule.priority),
-        ]
-        if src.prefixlen:
-            attrs.append(("FRA_SRC", str(src.network_address)))
-        msg["attrs"] = attrs
-        return msg
-
     def add_rule(self, rule: RuleSpec, netns: NetnsPath = None) -> None:
-        self._request(
-            netns,
-            self._rule_msg(rule),
-            RTM_NEWRULE,
-            NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL,
-            f"add rule from {rule.src} lookup {rule.table} pref {rule.priority}",
-        )
+        what = f"add rule from {rule.src} lookup {rule.table} pref {rule.priority}"
+        self._request(netns, rtnl.RTM_NEWRULE, _CREATE, _rule_body(rule), what)
 
     def del_rule(self, rule: RuleSpec, netns: NetnsPath = None) -> None:
-        self._request(
-            netns,
-            self._rule_msg(rule),
-            RTM_DELRULE,
-            NLM_F_REQUEST | NLM_F_ACK,
-            f"delete rule from {rule.src} lookup {rule.table} pref {rule.priority}",
-        )
+        what = f"delete rule from {rule.src} lookup {rule.table} pref {rule.priority}"
+        self._request(netns, rtnl.RTM_DELRULE, _ACKED, _rule_body(rule), what)
 
     def rules(
         self, family: int = 0, netns: NetnsPath = None
     ) -> builtins.list[RuleSpec]:
         """Every IPv4/IPv6 "lookup" rule; no source reads as "0.0.0.0/0" ("::/0")."""
-
-        def factory() -> fibmsg:
-            msg = fibmsg()
-            msg["family"] = family
-            return msg
-
+        request = FIB_RULE_HDR.pack(family, 0, 0, 0, 0, 0, 0, 0, 0)
         out: list[RuleSpec] = []
-        for m in self._dump(netns, factory, RTM_GETRULE, "rules"):
-            fam = m["family"]
+        for body in self._dump(netns, rtnl.RTM_GETRULE, request, "rules"):
+            fam, _d, src_len, _t, hdr_table, _r1, _r2, action, _f = (
+                FIB_RULE_HDR.unpack_from(body)
+            )
             # Skip goto/blackhole rules and the multicast (IPMR) families.
-            if m["action"] != FR_ACT_TO_TBL or fam not in _IP_FAMILIES:
+            if action != FR_ACT_TO_TBL or fam not in _IP_FAMILIES:
                 continue
-            any_net = "::" if fam == socket.AF_INET6 else "0.0.0.0"
-            src = m.get_attr("FRA_SRC") or any_net
+            found = rtnl.attrs(body, FIB_RULE_HDR.size)
+            src = "::" if fam == socket.AF_INET6 else "0.0.0.0"
+            if rtnl.FRA_SRC in found:
+                src = rtnl.ip_text(fam, found[rtnl.FRA_SRC])
+            table_attr = found.get(rtnl.FRA_TABLE)
+            priority = found.get(rtnl.FRA_PRIORITY)
             out.append(
                 RuleSpec(
-                    src=f"{src}/{m['src_len']}",
-                    table=m.get_attr("FRA_TABLE") or m["table"],
-                    priority=m.get_attr("FRA_PRIORITY") or 0,
+                    src=f"{src}/{src_len}",
+                    table=(rtnl.u32(table_attr) if table_attr else 0) or hdr_table,
+                    priority=rtnl.u32(priority) if priority is not None else 0,
                     family=fam,
                 )
             )

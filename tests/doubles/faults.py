@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""A fault-injecting proxy around any adapter (real ``PyRoute2Links``, probes...).
+"""A fault-injecting proxy around any adapter (real ``NetlinkLinks``, probes...).
 
 Every call is forwarded to the wrapped object and recorded; a method armed
 with ``fail(name, exc)`` raises ``exc`` instead of running, optionally only

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """The kernel behaviours the lifecycle relies on, run against both the real
-``PyRoute2Links``/``Namespaces`` (root, real netns, veth) and ``FakeKernel``.
+``NetlinkLinks``/``Namespaces`` (root, real netns, veth) and ``FakeKernel``.
 
 Each case states one behaviour; the fake passes only the cases the real
 kernel passes, which is what keeps the unit tier's rollback matrix honest.
@@ -59,12 +59,12 @@ def fake() -> Backend:
 
 @pytest.fixture
 def real(request: pytest.FixtureRequest) -> Iterator[Backend]:
-    from cni.kernel.links import PyRoute2Links
+    from cni.kernel.links import NetlinkLinks
     from cni.kernel.netns import Namespaces
     from tests.kernel.conftest import Host, ip
 
     host: Host = request.getfixturevalue("host")
-    links = PyRoute2Links()
+    links = NetlinkLinks()
 
     def nic(netns: str | None) -> str:
         a, b = unique_name("rk"), unique_name("rk")

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""PyRoute2Links against real namespaces; state read back with ``ip -j``."""
+"""NetlinkLinks against real namespaces; state read back with ``ip -j``."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from cni.kernel import (
     RouteSpec,
     RuleSpec,
 )
-from cni.kernel.links import PyRoute2Links
+from cni.kernel.links import NetlinkLinks
 from tests.conftest import unique_name
 from tests.kernel.conftest import Host, ip, ip_json, sh
 
@@ -26,8 +26,8 @@ pytestmark = pytest.mark.kernel
 
 
 @pytest.fixture
-def links(host: Host) -> Iterator[PyRoute2Links]:
-    adapter = PyRoute2Links()
+def links(host: Host) -> Iterator[NetlinkLinks]:
+    adapter = NetlinkLinks()
     try:
         yield adapter
     finally:
@@ -111,9 +111,12 @@ def test_set_mtu_and_mtu_above_device_max_is_invalid_argument(links, pod):
     a, _ = veth(pod)
     links.set_mtu(a, 9000, pod)
     assert link_json(pod, a)["mtu"] == 9000
-    with pytest.raises(InvalidArgument):
+    with pytest.raises(InvalidArgument) as caught:
         links.set_mtu(a, link_json(pod, a)["max_mtu"] + 1, pod)
     assert link_json(pod, a)["mtu"] == 9000
+    # The kernel's own reason (extended ack) follows the errno text.
+    assert "Invalid argument (" in str(caught.value)
+    assert "mtu" in str(caught.value).partition("(")[2].lower()
 
 
 def test_set_mac(links, pod):
@@ -317,7 +320,7 @@ def test_set_sysctl_unknown_key_raises(links, pod):
 
 
 def test_sockets_are_cached_per_netns_and_closed(host, pod):
-    adapter = PyRoute2Links()
+    adapter = NetlinkLinks()
     a, _ = veth(pod)
     adapter.get(a, pod)
     adapter.get(a, pod)

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from cni.kernel import NetnsNotFound
-from cni.kernel.links import PyRoute2Links
+from cni.kernel.links import NetlinkLinks
 from cni.kernel.netns import Namespaces, in_netns, netns_key
 from tests.conftest import unique_name
 from tests.kernel.conftest import Host, ip, ip_json
@@ -21,7 +21,7 @@ def host_links() -> set[str]:
 
 
 def test_exists_check_and_is_current(host: Host):
-    ns = Namespaces(PyRoute2Links())
+    ns = Namespaces(NetlinkLinks())
     other = host.make()
     assert ns.exists(host.path) and ns.exists(other)
     ns.check(other)
@@ -31,7 +31,7 @@ def test_exists_check_and_is_current(host: Host):
 
 
 def test_missing_path_is_reported_and_never_created(host: Host):
-    ns = Namespaces(PyRoute2Links())
+    ns = Namespaces(NetlinkLinks())
     missing = f"/var/run/netns/{unique_name('rk')}"
     assert not ns.exists(missing)
     with pytest.raises(NetnsNotFound):
@@ -40,7 +40,7 @@ def test_missing_path_is_reported_and_never_created(host: Host):
 
 
 def test_a_deleted_named_netns_is_not_found(host: Host):
-    ns = Namespaces(PyRoute2Links())
+    ns = Namespaces(NetlinkLinks())
     gone = host.make()
     ip(None, "netns", "del", os.path.basename(gone))
     assert not ns.exists(gone)
@@ -57,9 +57,9 @@ def test_in_netns_switches_and_restores_even_on_error(host: Host):
 
 
 def test_temporary_is_a_fresh_empty_netns(host: Host):
-    with Namespaces(PyRoute2Links()).temporary() as tmp:
+    with Namespaces(NetlinkLinks()).temporary() as tmp:
         assert netns_key(tmp) != netns_key(host.path)
-        links = PyRoute2Links()
+        links = NetlinkLinks()
         try:
             assert [ln.name for ln in links.list(tmp)] == ["lo"]
         finally:
@@ -73,9 +73,9 @@ def test_temporary_moves_a_renamed_link_back_to_the_own_netns(host: Host):
     a, b = unique_name("rk"), unique_name("rk")
     ip(None, "link", "add", a, "type", "veth", "peer", "name", b)
     renamed = unique_name("rk")
-    links = PyRoute2Links()
+    links = NetlinkLinks()
     try:
-        with Namespaces(PyRoute2Links()).temporary() as tmp:
+        with Namespaces(NetlinkLinks()).temporary() as tmp:
             links.move(a, tmp)
             links.rename(a, renamed, tmp)
             assert a not in host_links()
@@ -87,7 +87,7 @@ def test_temporary_moves_a_renamed_link_back_to_the_own_netns(host: Host):
 def test_temporary_returns_links_even_when_the_block_fails(host: Host):
     a, b = unique_name("rk"), unique_name("rk")
     ip(None, "link", "add", a, "type", "veth", "peer", "name", b)
-    links = PyRoute2Links()
+    links = NetlinkLinks()
     try:
         with pytest.raises(RuntimeError), Namespaces(links).temporary() as tmp:
             links.move(a, tmp)
@@ -100,9 +100,9 @@ def test_temporary_returns_links_even_when_the_block_fails(host: Host):
 def test_temporary_renames_on_the_way_back_when_the_name_is_taken(host: Host):
     a, b = unique_name("rk"), unique_name("rk")
     ip(None, "link", "add", a, "type", "veth", "peer", "name", b)
-    links = PyRoute2Links()
+    links = NetlinkLinks()
     try:
-        with Namespaces(PyRoute2Links()).temporary() as tmp:
+        with Namespaces(NetlinkLinks()).temporary() as tmp:
             index = links.get(a).index
             links.move(a, tmp)
             # Someone takes the name in the host meanwhile.
@@ -127,7 +127,7 @@ def test_temporary_renames_on_the_way_back_when_the_name_is_taken(host: Host):
 
 
 def test_temporary_makes_links_drop_their_socket_for_it(host: Host):
-    links = PyRoute2Links()
+    links = NetlinkLinks()
     try:
         links.list(None)
         before = len(os.listdir("/proc/self/fd"))

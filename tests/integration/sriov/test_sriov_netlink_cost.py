@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """What one warm sriov ADD and DEL cost in rtnetlink requests (issue 9).
 
-Each RTM_GETLINK answer takes pyroute2 ~0.5-1.5 ms to decode, and a warm ADD
-must not cost more than the Go chain's: the lifecycle carries the link it
+Every request is a round trip through the kernel's rtnl lock, which a burst of
+pods contends for, and a warm ADD must not cost more than the Go chain's: the
+lifecycle carries the link it
 already read to the next step instead of asking again, and these counts must
 not grow back. Counted by the real adapter on the simulated host, in-process.
 """
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from cni.kernel.links import PyRoute2Links
+from cni.kernel.links import NetlinkLinks
 from cni.plugins.sriov import commands
 from tests.doubles.sriov_lab import Harness
 
@@ -31,7 +32,7 @@ def h(tmp_path: Path) -> Iterator[Harness]:
 
 def link_requests(h: Harness, command: str, pod: str) -> int:
     deps = h.deps()
-    assert isinstance(deps.links, PyRoute2Links)
+    assert isinstance(deps.links, NetlinkLinks)
     funcs = h.funcs(commands, deps)
     args = h.args(command, h.conf(), pod, "net1", "c1")
     if command == "ADD":

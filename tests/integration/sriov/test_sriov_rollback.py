@@ -2,7 +2,7 @@
 """sriov ADD rollback: a failure after each step leaves the host as it was.
 
 PF-side steps fail through the recording seam's faults (``<lab>/faults.json``);
-kernel steps through a ``FaultProxy`` around the real ``PyRoute2Links`` and
+kernel steps through a ``FaultProxy`` around the real ``NetlinkLinks`` and
 ``RawProbes`` (the steps before the fault really happened); IPAM through the
 FakeIpam. After every failure: the VF is back in the host with its name, MAC
 and MTU, its PF-side settings are the originals (sriov-cni #119), the address

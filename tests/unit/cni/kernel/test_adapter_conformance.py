@@ -11,13 +11,13 @@ from typing import Generic, Protocol
 import pytest
 
 from cni.kernel import Links, Netns, NicProbes, Probes, VfOps
-from cni.kernel.links import PyRoute2Links
+from cni.kernel.links import NetlinkLinks
 from cni.kernel.netns import Namespaces
 from cni.kernel.probes import RawProbes
 from cni.kernel.vf import PyRoute2VfOps
 
 PAIRS = [
-    (Links, PyRoute2Links),
+    (Links, NetlinkLinks),
     (Netns, Namespaces),
     (Probes, RawProbes),
     (NicProbes, RawProbes),
