@@ -215,7 +215,8 @@ class Links(Protocol):
     def move_renamed(
         self, index: int, to_netns: NetnsPath, pattern: str, netns: NetnsPath = None
     ) -> str:
-        """Move link ``index`` renamed to a free name from ``pattern`` ("x%d")."""
+        """Move link ``index`` renamed to a free name from ``pattern`` ("x%d"),
+        or to ``pattern`` itself when it has no "%d" (LinkExists if taken)."""
         ...
 
     def addresses(self, name: str, netns: NetnsPath = None) -> builtins.list[str]:

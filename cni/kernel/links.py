@@ -368,6 +368,10 @@ class NetlinkLinks:
             self._setlink(body, netns, f"move link {index} as {pattern}")
         finally:
             os.close(fd)
+        if "%" not in pattern:
+            # A fixed name: the kernel moved the link as that name (the current
+            # one taken in the target) or renamed it there after the move.
+            return pattern
         # The kernel keeps the ifindex unless the target netns already uses it.
         prefix = pattern.split("%", 1)[0]
         names = [ln.name for ln in self.list(to_netns) if ln.name.startswith(prefix)]

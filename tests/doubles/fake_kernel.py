@@ -555,9 +555,25 @@ class FakeLinks:
                 if pattern.replace("%d", str(n)) not in dst.links
             )
         elif pattern in dst.links and dst.links[pattern] is not link:
-            raise kernel_error(errno_mod.EEXIST, f"move link {index} as {pattern}")
+            if link.name in dst.links or dst is src:
+                raise kernel_error(errno_mod.EEXIST, f"move link {index} as {pattern}")
+            # The kernel moves first, then renames in the target: a refused
+            # rename leaves the link moved under its old name.
+            self._move_as(link, src, dst, link.name)
+            raise kernel_error(errno_mod.EEXIST, f"rename {link.name} to {pattern}")
         else:
             new_name = pattern
+        if "%d" not in pattern and dst is not src and link.name not in dst.links:
+            # Likewise the rename step (a "rename" fault) fails after the move.
+            self._move_as(link, src, dst, link.name)
+            self.k._enter("rename", link.name, new_name, to_netns)
+            src = dst
+        self._move_as(link, src, dst, new_name)
+        return new_name
+
+    def _move_as(
+        self, link: Link, src: Namespace, dst: Namespace, new_name: str
+    ) -> None:
         old = link.name
         del src.links[old]
         # dev_change_net_namespace: closes the device, flushes its addresses
@@ -570,7 +586,6 @@ class FakeLinks:
         if new_name in link.altnames:
             link.altnames.remove(new_name)
         dst.links[new_name] = link
-        return new_name
 
     def addresses(self, name: str, netns: NetnsPath = None) -> builtins.list[str]:
         self.k._enter("addresses", name, netns)

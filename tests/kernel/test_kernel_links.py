@@ -155,6 +155,33 @@ def test_move_onto_a_taken_name_raises_link_exists_and_leaves_the_link(links, po
     assert link_json(None, a)["ifname"] == a
 
 
+def test_move_renamed_to_a_fixed_name_moves_and_renames_in_one_request(links, pod):
+    a, _ = veth(None)
+    index = links.get(a).index
+    sent = sum(links.requests.values())
+    assert links.move_renamed(index, pod, "rknet1", None) == "rknet1"
+    assert sum(links.requests.values()) == sent + 1
+    assert link_json(pod, "rknet1")["ifname"] == "rknet1"
+    assert a not in {x["ifname"] for x in ip_json(None, "link", "show")}
+
+
+def test_move_renamed_arrives_as_the_new_name_when_the_old_one_is_taken(links, pod):
+    a, _ = veth(None)
+    ip(pod, "link", "add", a, "type", "veth", "peer", "name", unique_name("rk"))
+    links.move_renamed(links.get(a).index, pod, "rknet1", None)
+    assert link_json(pod, "rknet1")["ifname"] == "rknet1"
+
+
+def test_move_renamed_onto_a_taken_new_name_fails_after_the_move(links, pod):
+    # The kernel moves first and renames in the target: the refusal leaves the
+    # link moved under its old name (what the attach code puts back).
+    a, _ = veth(None)
+    ip(pod, "link", "add", "rknet1", "type", "veth", "peer", "name", unique_name("rk"))
+    with pytest.raises(LinkExists):
+        links.move_renamed(links.get(a).index, pod, "rknet1", None)
+    assert link_json(pod, a)["ifname"] == a
+
+
 def test_missing_netns_is_netns_not_found_and_is_not_created(links, host):
     missing = f"/var/run/netns/{unique_name('rk')}"
     with pytest.raises(NetnsNotFound):

@@ -31,7 +31,7 @@ def test_del_brings_home_a_vf_left_in_the_pod_under_its_host_name(
     conf = node.sriov_conf(vf)
     was = node.snapshot(vf)
     node.kernel.fail("rename", times=None)
-    node.kernel.fail("move", after=1, times=None, when=pod)
+    node.kernel.fail("move", times=None, when=pod)
     with pytest.raises(CniError) as info:
         node.add(conf, pod)
     assert "moving" in info.value.msg, info.value
