@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -143,6 +144,7 @@ def test_an_ipamd_of_another_lab_path_is_never_taken_for_ours(tmp_path: Path) ->
     code = "import sys, time; time.sleep(60)"
     proc = subprocess.Popen([sys.executable, "-c", code, "serve", "--listen", sock])
     try:
+        wait_for_exec(proc.pid, sock)
         assert daemon.lab_pids(mine) == []
         daemon.stop(mine)
         assert proc.poll() is None
@@ -152,6 +154,15 @@ def test_an_ipamd_of_another_lab_path_is_never_taken_for_ours(tmp_path: Path) ->
     finally:
         proc.kill()
         proc.wait()
+
+
+def wait_for_exec(pid: int, word: str) -> None:
+    """Until the child's command line is its own (right after fork it is ours)."""
+    deadline = time.monotonic() + 10
+    cmdline = Path(f"/proc/{pid}/cmdline")
+    while word.encode() not in cmdline.read_bytes():
+        assert time.monotonic() < deadline, "the child never exec'd"
+        time.sleep(0.01)
 
 
 def test_lab_down_removes_a_stand_in_left_in_a_foreign_netns(
