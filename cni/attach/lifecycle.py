@@ -10,9 +10,10 @@ ADD (``attach``), under the per-PCI lock:
  2. read the original state (netdev MAC/MTU/ifindex, the PF's VF entry), check
     the MTU against the PF's, and save the record *before the first change*;
  3. PF-side settings; plugin hooks (ib-sriov: GUID + rebind); RDMA device;
- 4. netdev into the pod in one move, renamed there (through a temporary netns
-    only when the pod holds a link of the VF's host name); MAC, MTU, up;
- 5. IPAM; addresses; conflict + gateway detection; policy routing; announce.
+ 4. netdev into the pod in one move, renamed there (one rtnetlink request);
+    MAC, MTU, up; the IPAM's answer, asked for on a thread since the record
+    was saved (``ipam_ahead``: it overlaps steps 3-4);
+ 5. addresses; conflict + gateway detection; policy routing; announce.
 Every step pushes its undo on one ``Rollback``; on any failure they run newest
 first, the address is released and the record deleted - unless an undo itself
 failed, in which case the record stays so DEL (or GC) can finish the job.
@@ -38,6 +39,7 @@ from cni.attach.device import (
     require_link_kind,
     resolve_vf,
 )
+from cni.attach.ipam_ahead import AllocationAhead
 from cni.attach.netdev import (
     configure_in_pod,
     find_returned_vf,
@@ -234,6 +236,9 @@ def attach(
             # a record that outlives a failed rollback lets DEL or GC finish.
             rb.push(lambda: _forget(store, st, allocations, rb), "delete the record")
             store.save(st)
+            ahead = None
+            if spec.ipam_request is not None and ipam is not None:
+                ahead = AllocationAhead.start(ipam, spec.ipam_request, rb)
             ctx = AttachContext(deps, spec, dev, st, rb, store)
             assert st.orig_vf is not None
             apply_pf_settings(
@@ -254,9 +259,10 @@ def attach(
                 rdma.move_rdma_in(deps.rdma, st.rdma_device, spec.netns, rb)
                 st.host_ifname = _current_netdev(deps, st)
             result = _attach_netdev(deps, spec, st, rb, store)
-            if spec.ipam_request is None or ipam is None:
+            if ahead is None:
                 store.save(st)  # no IPAM write to carry the pod-side state
-            _attach_ip(deps, spec, st, rb, store, ipam, result)
+            else:
+                _attach_ip(deps, spec, st, rb, store, ahead, result)
             st.stage = Stage.ATTACHED
             rb.commit()
     log.info(
@@ -367,23 +373,10 @@ def _attach_ip(
     st: VfState,
     rb: Rollback,
     store: VfRecords,
-    ipam: IpamClient | None,
+    ahead: AllocationAhead,
     out: Attached,
 ) -> None:
-    if spec.ipam_request is None or ipam is None:
-        return
-    req = spec.ipam_request
-    # Pushed before the call: a timed-out allocate may still have succeeded.
-    release = f"release the addresses of {req.container_id}/{req.ifname}"
-    rb.push(lambda: ipam.release(req.network, req.container_id, req.ifname), release)
-    try:
-        res = ipam.allocate(req)
-    except IpamError as exc:
-        if exc.unchanged:
-            # The IPAM was never reached, so nothing is held: a release would
-            # fail the same way and keep a record GC retries forever.
-            rb.drop_last(release)
-        raise CniError(exc.code, exc.msg, exc.details) from exc
+    res = ahead.result()
     if not res.ips:
         raise CniError(IPAM_ERROR, "IPAM plugin returned missing IP config")
     out.ips, out.routes, out.dns = list(res.ips), list(res.routes), dict(res.dns)
