@@ -12,6 +12,8 @@ Imports nothing itself (importing ``cni.attach`` must cost nothing). Modules:
   netdev, DPDK mode, RDMA devices) with sriov-cni's messages.
 - ``allocation``: per-PCI allocation markers (refuse a VF held by a live
   netns, clear stale ones).
+- ``ipam_ahead``: the ADD's IPAM call on a thread beside the PF settings and
+  the move; the rollback's release waits for it.
 - ``ipam_glue``: ``ipam_request(args, conf)`` and ``to_result(attached)``
   for any netconf satisfying ``IpamConf`` (sriov, ib-sriov);
   ``attachment_request`` (railyard-ipam too).
@@ -22,8 +24,8 @@ Imports nothing itself (importing ``cni.attach`` must cost nothing). Modules:
   and GC reporting.
 - ``pf``: ``apply_pf_settings`` (undo registered per setting),
   ``restore_pf_settings``.
-- ``netdev``: move into the pod (one move, renamed in the pod; a temporary
-  netns on a name collision), altname cleanup, MAC/MTU/up; back to the host;
+- ``netdev``: move into the pod (moved and renamed in one request; back to
+  the host through a temporary netns on a name collision), altname cleanup, MAC/MTU/up; back to the host;
   find a VF returned from a dead netns.
 - ``routing``: addresses, deterministic per-NIC tables, rules and routes.
 - ``detection``: IP-conflict and gateway checks, GARP/NA announce.
