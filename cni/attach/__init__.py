@@ -24,9 +24,9 @@ Imports nothing itself (importing ``cni.attach`` must cost nothing). Modules:
   and GC reporting.
 - ``pf``: ``apply_pf_settings`` (undo registered per setting),
   ``restore_pf_settings``.
-- ``netdev``: move into the pod (moved and renamed in one request; back to
-  the host through a temporary netns on a name collision), altname cleanup, MAC/MTU/up; back to the host;
-  find a VF returned from a dead netns.
+- ``netdev``: into the pod moved and renamed in one request; back to the
+  host (through a temporary netns on a name collision); altname cleanup,
+  MAC/MTU/up; find a VF returned from a dead netns.
 - ``routing``: addresses, deterministic per-NIC tables, rules and routes.
 - ``detection``: IP-conflict and gateway checks, GARP/NA announce.
 - ``rdma`` (rdma/ib helper): RDMA device lookup and moves.
