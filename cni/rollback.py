@@ -49,13 +49,6 @@ class Rollback:
             raise RuntimeError("Rollback.push after commit()")
         self._undos.append((undo, description))
 
-    def drop_last(self, description: str) -> None:
-        """Forget the newest undo, which must be ``description``: the step it
-        guarded proved it changed nothing (e.g. an IPAM never reached)."""
-        if not self._undos or self._undos[-1][1] != description:
-            raise RuntimeError(f"Rollback.drop_last: {description!r} is not the newest")
-        self._undos.pop()
-
     def __len__(self) -> int:
         return len(self._undos)
 

@@ -6,13 +6,13 @@ nothing third-party.
 
 Never renamed in the host: that races with udev (host-device's and sriov-cni's
 scar), and older ``dev<ifindex>`` temp names collided
-(sriov-cni #56, #111). Each way takes one netns move when it can: into the pod
-and renamed there when the pod has no link called like the VF's host name (a
-move is ~16 ms of kernel time); only on that collision does the VF go through
-a fresh empty netns and get renamed there (into a pod, the move and the rename
-are one rtnetlink request). DEL mirrors it: renamed in the pod
-to its host name, then moved home. Stale altnames are removed wherever the
-rename happened (kernel 6.x keeps the old name as an altname, sriov-cni #445).
+(sriov-cni #56, #111). Into the pod: one rtnetlink request moves the VF and
+renames it there (a move is ~20 ms of kernel time; the kernel takes the new
+name at once when the pod has a link called like the VF's host name). Back
+to the host: renamed in the pod to its host name, then moved home; only when
+the pod has a link of that name does it go through a fresh empty netns and
+get renamed there. Stale altnames are removed wherever the rename happened
+(kernel 6.x keeps the old name as an altname, sriov-cni #445).
 """
 
 from __future__ import annotations
@@ -155,8 +155,9 @@ def _move_renamed(
     src: str | None,
     dst: str | None,
 ) -> LinkInfo | None:
-    """One move renamed in whichever of ``src``/``dst`` is not the host and has
-    no link called ``name``/``new_name``; else through a temporary netns.
+    """``name`` in ``src`` to ``new_name`` in ``dst``, never renamed in the host:
+    into a netns in one request; out of one renamed there first, or through a
+    temporary netns when ``src`` already has a link called ``new_name``.
 
     Returns the link in ``dst`` when the last step already showed it, else None.
     """
