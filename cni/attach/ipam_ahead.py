@@ -9,6 +9,8 @@ lock, with this process asleep) need no address, and the IPAM call (ipamd's
 durable commit, or an exec'd IPAM plugin) needs nothing from them. So the call
 runs on a thread from the moment the record is saved, and the ADD takes its
 answer when it configures the address: the IPAM's time comes off every NIC.
+An IPAM that may use the interface itself (``IpamClient.uses_interface``: a
+delegated plugin such as dhcp) is asked only once the interface is in the pod.
 
 The rollback's release waits for that call to end first, so a release can
 never reach the IPAM ahead of the allocation it undoes (which would leak the

@@ -12,7 +12,8 @@ ADD (``attach``), under the per-PCI lock:
  3. PF-side settings; plugin hooks (ib-sriov: GUID + rebind); RDMA device;
  4. netdev into the pod in one move, renamed there (one rtnetlink request);
     MAC, MTU, up; the IPAM's answer, asked for on a thread since the record
-    was saved (``ipam_ahead``: it overlaps steps 3-4);
+    was saved (``ipam_ahead``: it overlaps steps 3-4), or only now for an
+    IPAM that may use the interface (a delegated dhcp);
  5. addresses; conflict + gateway detection; policy routing; announce.
 Every step pushes its undo on one ``Rollback``; on any failure they run newest
 first, the address is released and the record deleted - unless an undo itself
@@ -238,7 +239,8 @@ def attach(
             store.save(st)
             ahead = None
             if spec.ipam_request is not None and ipam is not None:
-                ahead = AllocationAhead.start(ipam, spec.ipam_request, rb)
+                if not ipam.uses_interface:
+                    ahead = AllocationAhead.start(ipam, spec.ipam_request, rb)
             ctx = AttachContext(deps, spec, dev, st, rb, store)
             assert st.orig_vf is not None
             apply_pf_settings(
@@ -259,6 +261,9 @@ def attach(
                 rdma.move_rdma_in(deps.rdma, st.rdma_device, spec.netns, rb)
                 st.host_ifname = _current_netdev(deps, st)
             result = _attach_netdev(deps, spec, st, rb, store)
+            if ahead is None and spec.ipam_request is not None and ipam is not None:
+                # An IPAM that may use the interface (dhcp) asks only now.
+                ahead = AllocationAhead.start(ipam, spec.ipam_request, rb)
             if ahead is None:
                 store.save(st)  # no IPAM write to carry the pod-side state
             else:

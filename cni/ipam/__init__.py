@@ -88,6 +88,11 @@ class IpamError(Exception):
 class IpamClient(Protocol):
     """What a plugin asks of its IPAM, whoever implements it."""
 
+    #: The allocation may use the pod's interface, so it must wait until the
+    #: interface is in the pod under CNI_IFNAME (a delegated plugin: dhcp
+    #: runs DHCP on it). False lets an ADD ask while the VF is still moving.
+    uses_interface: bool
+
     def allocate(self, req: IpamRequest) -> IpamResult:
         """Idempotent per (container_id, ifname): a retry returns the same IPs."""
         ...

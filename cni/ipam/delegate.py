@@ -109,6 +109,9 @@ class DelegateIpam:
         timeout: seconds per exec before the delegate is killed.
     """
 
+    #: Any IPAM binary may use CNI_IFNAME in CNI_NETNS (dhcp does).
+    uses_interface = True
+
     def __init__(
         self,
         netconf: Mapping[str, Any],

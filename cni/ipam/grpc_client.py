@@ -98,6 +98,9 @@ def _error(op: str, err: transport.IpamdCallError, transient: int) -> IpamError:
 class IpamdClient:
     """ipamd over gRPC; see the module docstring for the error mapping."""
 
+    #: ipamd allocates from its pools; it never looks at the interface.
+    uses_interface = False
+
     def __init__(
         self,
         target: str | Sequence[str] | transport.IpamdClient,

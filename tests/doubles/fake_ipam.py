@@ -48,6 +48,8 @@ class FakeIpam:
         default_factory=list
     )
     closed: int = 0
+    #: As ``IpamClient.uses_interface``: a delegated dhcp would say True.
+    uses_interface: bool = False
 
     def add_pool(self, pool: FakePool) -> None:
         self.pools[pool.name] = pool
