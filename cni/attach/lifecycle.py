@@ -468,6 +468,9 @@ def detach(deps: Deps, req: DetachRequest, ipam: IpamClient | None) -> None:
         log.info(
             "no record for %s/%s: nothing to restore", req.container_id, req.ifname
         )
+        # An ADD killed while writing its first record left only the temp
+        # file of that write; deleting the (absent) record sweeps it.
+        store.delete(req.container_id, req.ifname)
         try:
             if ipam is not None:
                 ipam.release(req.network, req.container_id, req.ifname)
