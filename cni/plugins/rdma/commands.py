@@ -216,6 +216,9 @@ def delete(ca: CmdArgs, conf: RdmaConf, deps: Deps, ipam: None) -> None:
         log.warning(
             "no rdma state for %s/%s: nothing to restore", ca.container_id, ca.ifname
         )
+        # An ADD killed while writing its state left only the temp file of
+        # that write; deleting the (absent) state sweeps it.
+        records.delete_rdma(ca.container_id, ca.ifname)
         return
     _restore(deps, records, ca.container_id, ca.ifname, rdma, ca.netns)
 
