@@ -125,6 +125,11 @@ def _link_body(
     return body + rtnl.attr_str(rtnl.IFLA_IFNAME, name) if name is not None else body
 
 
+def _link_query(name: str | None = None) -> bytes:
+    """An RTM_GETLINK body (one link by name, or a dump), without statistics."""
+    return _link_body(name) + rtnl.attr_u32(rtnl.IFLA_EXT_MASK, RTEXT_FILTER_SKIP_STATS)
+
+
 def link_info(body: bytes) -> LinkInfo:
     """A LinkInfo from an RTM_NEWLINK body (addresses of any length: IPoIB has 20)."""
     _family, link_type, index, flags, _change = IFINFOMSG.unpack_from(body)
@@ -287,12 +292,13 @@ class NetlinkLinks:
     # -------------------------------------------------------------- links
 
     def _getlink(self, name: str, netns: NetnsPath) -> bytes:
-        body = _link_body(name) + rtnl.attr_u32(
-            rtnl.IFLA_EXT_MASK, RTEXT_FILTER_SKIP_STATS
-        )
         where = f" in {netns}" if netns else ""
         msgs = self._request(
-            netns, rtnl.RTM_GETLINK, NLM_F_REQUEST, body, f"link {name}{where}"
+            netns,
+            rtnl.RTM_GETLINK,
+            NLM_F_REQUEST,
+            _link_query(name),
+            f"link {name}{where}",
         )
         return msgs[0].body
 
@@ -309,8 +315,7 @@ class NetlinkLinks:
             return None
 
     def list(self, netns: NetnsPath = None) -> builtins.list[LinkInfo]:
-        body = _link_body() + rtnl.attr_u32(rtnl.IFLA_EXT_MASK, RTEXT_FILTER_SKIP_STATS)
-        answers = self._dump(netns, rtnl.RTM_GETLINK, body, "links")
+        answers = self._dump(netns, rtnl.RTM_GETLINK, _link_query(), "links")
         return [link_info(answer) for answer in answers]
 
     def _setlink(self, body: bytes, netns: NetnsPath, what: str) -> None:
@@ -338,7 +343,7 @@ class NetlinkLinks:
 
     def del_altname(self, name: str, altname: str, netns: NetnsPath = None) -> None:
         props = rtnl.attr_str(rtnl.IFLA_ALT_IFNAME, altname)
-        body = _link_body(name) + rtnl.attr(rtnl.IFLA_PROP_LIST | 0x8000, props)
+        body = _link_body(name) + rtnl.nested(rtnl.IFLA_PROP_LIST, props)
         what = f"delete altname {altname} of {name}"
         self._request(netns, rtnl.RTM_DELLINKPROP, _ACKED, body, what)
 
@@ -374,11 +379,11 @@ class NetlinkLinks:
             return pattern
         # The kernel keeps the ifindex unless the target netns already uses it.
         prefix = pattern.split("%", 1)[0]
-        names = [ln.name for ln in self.list(to_netns) if ln.name.startswith(prefix)]
-        for link in self.list(to_netns):
-            if link.index == index and link.name in names:
+        candidates = [ln for ln in self.list(to_netns) if ln.name.startswith(prefix)]
+        for link in candidates:
+            if link.index == index:
                 return link.name
-        return names[-1] if names else pattern
+        return candidates[-1].name if candidates else pattern
 
     # ---------------------------------------------------------- addresses
 
@@ -476,7 +481,7 @@ class NetlinkLinks:
         if route.advmss:
             metrics += rtnl.attr_u32(rtnl.RTAX_ADVMSS, route.advmss)
         if metrics:
-            body += rtnl.attr(rtnl.RTA_METRICS | 0x8000, metrics)
+            body += rtnl.nested(rtnl.RTA_METRICS, metrics)
         return body
 
     def add_route(self, route: RouteSpec, netns: NetnsPath = None) -> None:

@@ -41,6 +41,7 @@ SOL_NETLINK = 270
 NETLINK_CAP_ACK = 10
 NETLINK_EXT_ACK = 11
 NLMSGERR_ATTR_MSG = 1
+NLA_F_NESTED = 0x8000
 NLA_TYPE_MASK = 0x3FFF  # without NLA_F_NESTED / NLA_F_NET_BYTEORDER
 
 # include/uapi/linux/rtnetlink.h
@@ -128,6 +129,12 @@ def attr(kind: int, payload: bytes) -> bytes:
     """One netlink attribute, padded to 4 bytes."""
     raw = _NLA.pack(4 + len(payload), kind) + payload
     return raw + b"\0" * (-len(raw) % 4)
+
+
+def nested(kind: int, payload: bytes) -> bytes:
+    """An attribute holding attributes (flagged: the kernel's strict
+    validation requires NLA_F_NESTED on newer ones such as IFLA_PROP_LIST)."""
+    return attr(kind | NLA_F_NESTED, payload)
 
 
 def attr_u32(kind: int, value: int) -> bytes:
@@ -280,8 +287,9 @@ class RtnlSocket:
                         raise err
                     return out
                 if msg.type == NLMSG_DONE:
-                    if len(msg.body) >= 4 and _I32.unpack_from(msg.body)[0] < 0:
-                        raise NetlinkErrno(-_I32.unpack_from(msg.body)[0])
+                    status = _I32.unpack_from(msg.body)[0] if len(msg.body) >= 4 else 0
+                    if status < 0:
+                        raise NetlinkErrno(-status)
                     if interrupted:
                         raise DumpInterrupted
                     return out
