@@ -239,8 +239,7 @@ def attach(
             store.save(st)
             ahead = None
             if spec.ipam_request is not None and ipam is not None:
-                if not ipam.uses_interface:
-                    ahead = AllocationAhead.start(ipam, spec.ipam_request, rb)
+                ahead = AllocationAhead.start(ipam, spec.ipam_request, rb)
             ctx = AttachContext(deps, spec, dev, st, rb, store)
             assert st.orig_vf is not None
             apply_pf_settings(
@@ -261,9 +260,6 @@ def attach(
                 rdma.move_rdma_in(deps.rdma, st.rdma_device, spec.netns, rb)
                 st.host_ifname = _current_netdev(deps, st)
             result = _attach_netdev(deps, spec, st, rb, store)
-            if ahead is None and spec.ipam_request is not None and ipam is not None:
-                # An IPAM that may use the interface (dhcp) asks only now.
-                ahead = AllocationAhead.start(ipam, spec.ipam_request, rb)
             if ahead is None:
                 store.save(st)  # no IPAM write to carry the pod-side state
             else:

@@ -25,6 +25,8 @@ ADDRESS = IpamAddress(address="172.16.11.5/24", gateway="172.16.11.254")
 class GatedIpam:
     """Allocates once ``gate`` is set; journals every call in order."""
 
+    uses_interface = False
+
     def __init__(self, error: IpamError | None = None) -> None:
         self.gate = threading.Event()
         self.journal: list[str] = []
@@ -101,3 +103,29 @@ def test_an_ipam_never_reached_releases_nothing():
         with Rollback() as rb:
             AllocationAhead.start(ipam, REQ, rb).result()
     assert ipam.journal == ["allocate asked", "allocate answered"]
+
+
+class InterfaceIpam(GatedIpam):
+    """A delegated plugin such as dhcp: it may use the pod's interface."""
+
+    uses_interface = True
+
+
+def test_an_ipam_that_may_use_the_interface_is_asked_only_for_the_answer():
+    ipam = InterfaceIpam()
+    ipam.gate.set()
+    rb = Rollback()
+    ahead = AllocationAhead.start(ipam, REQ, rb)
+    assert ipam.journal == []  # the VF is not in the pod yet
+    assert ahead.result().ips == [ADDRESS]
+    rb.commit()
+    assert ipam.journal == ["allocate asked", "allocate answered"]
+
+
+def test_an_add_failing_before_it_asked_releases_nothing():
+    ipam = InterfaceIpam()
+    with pytest.raises(RuntimeError):
+        with Rollback() as rb:
+            AllocationAhead.start(ipam, REQ, rb)
+            raise RuntimeError("the move into the pod failed")
+    assert ipam.journal == []
