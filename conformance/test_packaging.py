@@ -53,6 +53,25 @@ def uninstall(prefix: Path) -> subprocess.CompletedProcess:
     )
 
 
+#: Interpreters a machine may have beside the python3 on PATH.
+INTERPRETERS = ("/usr/bin/python3", "/usr/local/bin/python3", "python3")
+
+
+def realpath_of(python: str) -> str:
+    """The interpreter binary ``python`` runs, "" if there is none."""
+    exe = shutil.which(python)
+    return os.path.realpath(exe) if exe else ""
+
+
+def venv_interpreter(prefix: Path) -> str:
+    """The interpreter that made the installed venv (its pyvenv.cfg)."""
+    for line in (prefix / "venv" / "pyvenv.cfg").read_text().splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "executable":
+            return value.strip()
+    return ""
+
+
 def digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -158,11 +177,22 @@ def test_install_reinstall_and_uninstall_touch_only_what_install_made(
         [*manifest.splitlines(), sim_link]
     )
     assert (site / "railyard_sim" / "launchers.py").is_file()
-    # Without the flag again: the simulator and its link go, the rest is as before.
-    plain = install(prefix, cni_bin, bin_dir)
+    # Without the flag again: the simulator and its link go, the rest is as
+    # before. And with another interpreter where the machine has two (a
+    # python3 on PATH that is not the distro's): the venv is made again by it.
+    made_by = venv_interpreter(prefix)
+    other = next((p for p in INTERPRETERS if realpath_of(p) not in ("", made_by)), "")
+    plain = install(prefix, cni_bin, bin_dir, *(["--python", other] if other else []))
     assert plain.returncode == 0, plain.stderr
+    if other:
+        assert "making it again" in plain.stderr
+        assert venv_interpreter(prefix) == realpath_of(other)
+        version = subprocess.run(
+            [str(cni_bin / "sriov")], env=env, capture_output=True, text=True
+        )
+        assert version.returncode == 0 and "supportedVersions" in version.stdout
     assert not (site / "railyard_sim").exists()
-    assert not (bin_dir / "railyard-sim").exists()
+    assert not (bin_dir / "railyard-sim").is_symlink()
     assert sorted((prefix / "install-manifest.txt").read_text().splitlines()) == sorted(
         manifest.splitlines()
     )

@@ -138,6 +138,14 @@ make_dir "$PREFIX"
 if [ -e "$VENV" ] && [ -z "${OWNED[$VENV]:-}" ]; then
   die "$VENV exists but no earlier install.sh run created it; choose another --prefix"
 fi
+# An upgrade with another --python (or a python3 that changed) makes the venv
+# again: its scripts and compiled packages belong to the interpreter it was made by.
+WANT_PY=$("$PYTHON" -c 'import os, sys; print(os.path.realpath(sys.executable))')
+HAVE_PY=$(sed -n 's/^executable = //p' "$VENV/pyvenv.cfg" 2>/dev/null || true)
+if [ -x "$VENV/bin/python" ] && [ "$HAVE_PY" != "$WANT_PY" ]; then
+  log "venv $VENV was made by ${HAVE_PY:-another interpreter}, not $WANT_PY: making it again"
+  rm -rf "$VENV"
+fi
 if [ ! -x "$VENV/bin/python" ]; then
   log "creating venv $VENV"
   "$PYTHON" -m venv "$VENV"
@@ -175,9 +183,11 @@ if [ "$WITH_SIM" = 1 ]; then
 elif "$VENV/bin/python" -I -c 'import railyard_sim' 2>/dev/null; then
   log "removing the simulated host an earlier --with-sim run installed"
   pip_quiet uninstall -q -y railyard-sim
-  if [ "$BIN_DIR" != none ] && [ -n "${OWNED[$BIN_DIR/railyard-sim]:-}" ]; then
-    rm -f "$BIN_DIR/railyard-sim"
-  fi
+fi
+# Its link goes whenever the simulator is not asked for, also when a venv
+# made again (another interpreter) has no simulator to uninstall.
+if [ "$WITH_SIM" != 1 ] && [ "$BIN_DIR" != none ] && [ -n "${OWNED[$BIN_DIR/railyard-sim]:-}" ]; then
+  rm -f "$BIN_DIR/railyard-sim"
 fi
 "$VENV/bin/python" -I -m compileall -q -j 0 "${COMPILE[@]}" >/dev/null
 
