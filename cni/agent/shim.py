@@ -312,7 +312,10 @@ def render(
         "# " + "-" * 75 + "\n"
     )
     body = head + baked + tail
-    body = body.partition("\ndef render(")[0] + "\n\nsys.exit(main())\n"
+    # The installed shim ends without the interpreter's teardown (~2 ms of
+    # every call: VERSION measured 12.1 ms against 10.3 ms); all it printed
+    # went out unbuffered through posix.write. ``_fail`` still uses sys.exit.
+    body = body.partition("\ndef render(")[0] + "\n\nposix._exit(main())\n"
     # The marker line lets the installers recognise their own files.
     mark = (
         f'# railyard-cni launcher for CNI type "{plugin}": a shim for railyard-agent\n'

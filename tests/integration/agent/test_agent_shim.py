@@ -187,8 +187,12 @@ def test_the_shim_imports_nothing_beyond_the_standard_library(tmp_path: Path):
     # Run as installed (-I -S): a forwarded command must work with no
     # site-packages at all, and VERSION must load no module of ours.
     binary = shim(tmp_path, "echo")
+    # The shim ends with posix._exit; here that raises instead, so the
+    # harness lives on to list what was imported.
     code = (
-        "import sys; sys.argv=[sys.argv[1]]; before = set(sys.modules)"
+        "import sys, posix; sys.argv=[sys.argv[1]]; before = set(sys.modules)"
+        "\ndef _exit(status): raise SystemExit(status)"
+        "\nposix._exit = _exit"
         "\nsrc = open(sys.argv[0]).read()"
         "\ntry: exec(compile(src, sys.argv[0], 'exec'), {'__name__': '__main__'})"
         "\nexcept SystemExit: pass"
@@ -250,7 +254,9 @@ def whoami(binary: Path, sock: Path) -> tuple[int, bool]:
     return int(pid), prepared == "True"
 
 
-def test_spare_workers_prepared_ahead_serve_one_request_each(tmp_path: Path):
+def test_a_failed_requests_worker_leaves_and_a_prepared_spare_takes_the_next(
+    tmp_path: Path,
+):
     agent = start_agent(tmp_path / "a", "--spares", "2")
     binary = shim(tmp_path, "whoami")
     try:
@@ -259,8 +265,84 @@ def test_spare_workers_prepared_ahead_serve_one_request_each(tmp_path: Path):
             wait_for_ready_spares(agent, n + 1)  # one ready spare not yet used
             served.append(whoami(binary, agent.socket))
         assert [prepared for _, prepared in served] == [True] * 4
-        assert len({pid for pid, _ in served}) == 4  # a worker serves once
+        assert len({pid for pid, _ in served}) == 4  # whoami fails: no reuse
         assert agent.proc.pid not in {pid for pid, _ in served}
+    finally:
+        agent.stop()
+
+
+def wait_for_log(agent: AgentProc, text: str, count: int) -> None:
+    deadline = time.monotonic() + 20
+    while agent.log.read_text().count(text) < count:
+        assert time.monotonic() < deadline, agent.log.read_text()[-2000:]
+        time.sleep(0.02)
+
+
+def served_by(binary: Path, agent: AgentProc, idle_before: int) -> tuple[int, bool]:
+    """(pid, prepared) of the worker that served a successful ADD, once
+    ``idle_before`` workers went idle after a request (so which one serves is
+    decided by the agent, not by a race with the last one's "ready")."""
+    wait_for_log(agent, "is idle again", idle_before)
+    done = call(binary, agent.socket, conf())
+    assert done.returncode == 0, done.stderr
+    domain = json.loads(done.stdout)["dns"]["domain"]
+    pid, prepared = re.fullmatch(r"pid=(\d+) prepared=(True|False)", domain).groups()
+    return int(pid), prepared == "True"
+
+
+def test_a_worker_serves_requests_one_after_another_up_to_its_share(
+    tmp_path: Path,
+):
+    agent = start_agent(tmp_path / "a", "--spares", "1", "--requests-per-worker", "3")
+    binary = shim(tmp_path, "whoami-ok")
+    try:
+        wait_for_ready_spares(agent, 1)
+        first = [served_by(binary, agent, n) for n in range(3)]
+        # Its share served, the worker left; the spare forked meanwhile serves.
+        wait_for_log(agent, "it served its share", 1)
+        then = served_by(binary, agent, 2)
+        assert len({pid for pid, _ in first}) == 1, first
+        assert then[0] != first[0][0] and then[1], (first, then)
+        assert all(prepared for _, prepared in first)
+    finally:
+        agent.stop()
+
+
+def test_a_worker_that_kept_a_descriptor_open_leaves_after_that_request(
+    tmp_path: Path,
+):
+    agent = start_agent(tmp_path / "a")
+    ok, leak = shim(tmp_path, "whoami-ok"), shim(tmp_path, "leak")
+    try:
+        before = served_by(ok, agent, 0)
+        leaked = served_by(leak, agent, 1)
+        wait_for_log(agent, "more file descriptor(s)", 1)
+        after = served_by(ok, agent, 1)
+        assert before[0] == leaked[0] != after[0]
+        assert f"worker {leaked[0]} leaves after 2 request(s)" in agent.log.read_text()
+    finally:
+        agent.stop()
+
+
+def test_idle_workers_beyond_the_spares_leave_after_the_idle_timeout(
+    tmp_path: Path,
+):
+    agent = start_agent(tmp_path / "a", "--idle-timeout", "0.5")
+    binary = shim(tmp_path, "sleep")
+    try:
+        with ThreadPoolExecutor(3) as pool:
+            done = list(
+                pool.map(
+                    lambda _: call(binary, agent.socket, conf(sleep=0.3)), range(3)
+                )
+            )
+        assert [d.returncode for d in done] == [0, 0, 0]
+        wait_for_log(agent, "is idle again", 3)
+        assert len(children(agent.proc.pid)) == 3  # the burst's workers, idle
+        deadline = time.monotonic() + 10
+        while children(agent.proc.pid):
+            assert time.monotonic() < deadline, "idle workers did not leave"
+            time.sleep(0.05)
     finally:
         agent.stop()
 
