@@ -6,9 +6,10 @@ Run as root: ``.venv/bin/python benchmarks/soak_agent.py [--cycles 10000]``.
 One rail of the simulated host, the lab's agent (``railyard_sim.agent``) and
 ipamd; each cycle is a ``sriov`` ADD then DEL (detection off) through the
 warm-path shim, as a runtime execs it. Prints the agent's RSS, PSS-free view
-(``VmRSS``), its open file descriptors and its children, before, every 10 %
-and after; growth in any of them is a leak in the long-lived parent (the
-workers are forked per request and exit).
+(``VmRSS``), its open file descriptors and threads, and its workers' count,
+summed RSS and descriptors, before, every 10 % and after. Growth in the
+parent's is a leak in the long-lived process; the workers' stay bounded as
+each is replaced after its share of requests.
 """
 
 from __future__ import annotations
@@ -28,14 +29,34 @@ from railyard_sim.lab import Lab  # noqa: E402
 from railyard_sim.runtime import Attachment, Runtime  # noqa: E402
 
 
+def _status(pid: int) -> dict[str, str]:
+    lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    return {
+        k: v.strip() for k, v in (line.split(":", 1) for line in lines if ":" in line)
+    }
+
+
+def _kb(value: str) -> int:
+    return int(value.split()[0])
+
+
 def vitals(pid: int) -> str:
-    status = Path(f"/proc/{pid}/status").read_text().splitlines()
-    fields = dict(line.split(":", 1) for line in status if ":" in line)
+    """The parent's RSS, size, fds and threads; its workers' count, summed RSS
+    and fds (a worker serves up to 200 requests, then a fresh one replaces it)."""
+    fields = _status(pid)
     fds = len(os.listdir(f"/proc/{pid}/fd"))
     children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    rss = wfds = 0
+    for child in children:
+        try:
+            rss += _kb(_status(int(child))["VmRSS"])
+            wfds += len(os.listdir(f"/proc/{child}/fd"))
+        except (OSError, KeyError):
+            continue  # it ended meanwhile
     return (
-        f"VmRSS {fields['VmRSS'].strip():>10}  VmSize {fields['VmSize'].strip():>10}"
-        f"  fds {fds:3d}  children {len(children)}  threads {fields['Threads'].strip()}"
+        f"VmRSS {fields['VmRSS']:>10}  VmSize {fields['VmSize']:>10}"
+        f"  fds {fds:3d}  threads {fields['Threads']}"
+        f"  | workers {len(children)}  their VmRSS {rss} kB  fds {wfds}"
     )
 
 
@@ -90,7 +111,7 @@ def run(cycles: int) -> None:
                         if i % max(1, cycles // 10) == 0:
                             print(f"{i:>6} done  {vitals(pid)}", flush=True)
                     elapsed = time.monotonic() - t0
-                    time.sleep(0.5)  # the last worker's exit is reaped
+                    time.sleep(0.5)  # the last worker is idle again
                     print(f"after       {vitals(pid)}")
                     print(
                         f"{cycles} ADD/DEL cycles in {elapsed:.0f} s "

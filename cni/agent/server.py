@@ -1,39 +1,47 @@
 # SPDX-License-Identifier: Apache-2.0
 """``railyard-agent``: the node agent that runs plugin commands for the shims.
 
-Model: **one forked worker per request, from a parent that imported everything.**
-The parent imports the plugins' commands and their heavy dependencies (pyroute2,
-grpc, ours) once, freezes the garbage collector's view of that heap, then only
-accepts connections and forks. The child runs exactly what direct mode runs,
-``cni.skel.run_plugin(funcs, about, env=..., stdin=..., stdout=..., stderr=...)``
-in its main thread, so results, errors, logs and the SIGALRM deadline are the
-plugin's own; then it ``_exit``s.
+Model: **forked workers from a parent that imported everything, each serving
+one request at a time.** The parent imports the plugins' commands and their
+heavy dependencies (pyroute2, grpc, ours) once, freezes the garbage
+collector's view of that heap, then only accepts connections, hands each to
+an idle worker (SCM_RIGHTS) or forks one for it. A worker runs exactly what
+direct mode runs, ``cni.skel.run_plugin(funcs, about, env=..., stdin=...,
+stdout=..., stderr=...)`` in its main thread, so results, errors, logs and the
+SIGALRM deadline are the plugin's own.
 
-Why fork and not threads or a worker pool: the GIL serialises threads, and a
-plugin's ADD spends a good part of its time in Python (message building,
-state records); forked children run in parallel on every core. A crash (a
-segfault in a C extension, the deadline's watchdog ``_exit``) ends one
-request only. Every child starts from the same clean, warm state, so no
-state leaks from one request into the next (what a long-lived worker pool
-would have to prove), and the parent never opens a gRPC channel or a netlink
-socket, so nothing is shared across ``fork`` (gRPC's fork support stays off).
+Why processes and not threads: the GIL serialises threads, and a plugin's ADD
+spends a good part of its time in Python (message building, state records);
+workers run in parallel on every core. A crash (a segfault in a C extension,
+the deadline's watchdog ``_exit``) ends one request only: a worker serves one
+at a time. The parent never opens a gRPC channel or a netlink socket, so
+nothing is shared across ``fork`` (gRPC's fork support stays off).
 
-Spare workers: a worker's fork, gRPC's start and its connection to ipamd
-(~10 ms of a ~80 ms ADD) need nothing from the request, so the agent keeps
-``spares`` workers forked ahead. Each runs ``prepare`` (opens the ipamd
-channel, see ``ipamd.client.open_ahead``), says it is ready and waits; the
-parent passes it the next accepted connection (SCM_RIGHTS) and forks the
-next spare. Still one request per process: a spare is a worker forked
-early, not a pool. With no spare ready (a burst, or one still preparing)
-the parent forks on demand, as without spares. Idle spares end with the
-agent (PR_SET_PDEATHSIG) and are replaced after ``SPARE_MAX_AGE``, so none
-keeps a connection (or TLS files read long ago) for hours.
+Why a worker serves more than one request: a fork, the copy-on-write faults of
+a fresh child touching the inherited heap, its exit and its first gRPC channel
+cost ~20 ms of CPU per request, more than the plugin's own Python; in a burst
+of pods (CPU-bound on a small node) that is a third of the wall time. After a
+request a worker goes back to the pool unless something says it is no longer
+the clean state the next request expects (``WorkerState``): the request failed,
+its file descriptors or threads grew, its main thread is not in the netns it
+started in, or it served ``requests_per_worker`` requests. Then it exits and a
+fresh one is forked. ``requests_per_worker=1`` is one process per request.
+
+Spare workers: a worker's fork, gRPC's start and its connection to ipamd need
+nothing from the request, so the agent keeps ``spares`` idle workers ahead. A
+new one runs ``prepare`` (opens the ipamd channel, see
+``ipamd.client.open_ahead``) before it says ready. With no idle worker (a
+burst) the parent forks one for the connection, which joins the pool after
+it. Idle workers beyond ``spares`` leave after ``idle_timeout``, and any idle
+one after ``SPARE_MAX_AGE``, so none keeps a connection (or TLS files read
+long ago) for hours. Idle workers end with the agent (PR_SET_PDEATHSIG).
 
 Serialisation: none here. Per-PCI and per-PF file locks inside the plugin code
 order what must be ordered, exactly as between exec'd plugins. Concurrency is
-bounded (``max_workers``): at the limit the parent stops accepting and
-connections wait in the listen backlog, so a burst of pods cannot exhaust
-memory (multus #1346); each waiting shim still honours its deadline.
+bounded (``max_workers`` requests at once): at the limit the parent stops
+accepting and connections wait in the listen backlog, so a burst of pods
+cannot exhaust memory (multus #1346); each waiting shim still honours its
+deadline.
 
 Security: the socket is created 0600 inside a 0700 directory and every peer's
 SO_PEERCRED uid must be in ``allowed_uids`` (root only in production).
@@ -77,9 +85,12 @@ log = logging.getLogger(__name__)
 DEFAULT_SOCKET = Path("/run/railyard/agent/agent.sock")
 DEFAULT_MAX_WORKERS = 16
 DEFAULT_SPARES = 0
+DEFAULT_REQUESTS_PER_WORKER = 200
+#: Idle workers beyond ``spares`` (a burst's) leave after this long idle.
+DEFAULT_IDLE_TIMEOUT = 30.0
 #: A connected shim must send its whole request within this (it has it in memory).
 REQUEST_TIMEOUT = 10.0
-#: An idle spare worker is replaced after this long.
+#: An idle worker older than this is replaced.
 SPARE_MAX_AGE = 300.0
 _READY = b"R"
 _UCRED = struct.Struct("3i")
@@ -149,19 +160,26 @@ def serve_request(conn: socket.socket, table: PluginTable) -> int:
     os.environ.update(req.env)
     # The agent's own handlers would copy the plugin's log lines to the
     # agent's log; direct mode has only the plugin's (stderr or logFile).
-    logging.getLogger().handlers.clear()
+    # They come back after it: the worker's own lines go to the agent's log.
+    root = logging.getLogger()
+    agent_handlers, agent_level = root.handlers[:], root.level
+    root.handlers.clear()
     out = wire.ReplyStream(conn, b"O", lock)
     err = wire.ReplyStream(conn, b"E", lock)
-    code = run_plugin(
-        entry.funcs,
-        entry.about,
-        env=os.environ,
-        stdin=io.BytesIO(req.stdin),
-        stdout=cast(IO[str], out),
-        stderr=cast(IO[str], err),
-        argv=req.argv,
-        plugin_name=entry.plugin_name,
-    )
+    try:
+        code = run_plugin(
+            entry.funcs,
+            entry.about,
+            env=os.environ,
+            stdin=io.BytesIO(req.stdin),
+            stdout=cast(IO[str], out),
+            stderr=cast(IO[str], err),
+            argv=req.argv,
+            plugin_name=entry.plugin_name,
+        )
+    finally:
+        root.handlers[:] = agent_handlers
+        root.setLevel(agent_level)
     try:
         wire.send_status(conn, code, lock)
     except OSError:
@@ -174,8 +192,8 @@ def serve_request(conn: socket.socket, table: PluginTable) -> int:
 SIDECAR_RESTART_DELAY = 2.0
 
 
-#: libc, loaded once by the parent: a spare is forked per request, and each
-#: would otherwise import ctypes and load libc again (~2 ms of CPU in bursts).
+#: libc, loaded once by the parent: every worker sets its parent-death signal,
+#: and each would otherwise import ctypes and load libc again (~2 ms of CPU).
 _LIBC = ctypes.CDLL(None, use_errno=True)
 
 
@@ -209,13 +227,51 @@ def _end_child(what: str, body: Callable[[], int]) -> NoReturn:
 
 
 @dataclass(slots=True)
-class _Spare:
-    """The parent's end of a spare worker."""
+class _Worker:
+    """The parent's end of a pooled worker."""
 
     pid: int
-    control: socket.socket  # the spare says ready here and receives its request
+    control: socket.socket  # the worker says ready here and receives requests
     born: float
-    ready: bool = False
+    busy: bool = False  # serving a request (else preparing or idle)
+    ready: bool = False  # idle, waiting for a request
+    idle_since: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerState:
+    """What a worker looks like between requests; a request that changed it
+    leaves the worker unfit for the next one (it exits, a fresh one comes)."""
+
+    fds: int
+    threads: frozenset[str]
+    netns: int
+
+    @staticmethod
+    def now(known: frozenset[str] = frozenset(), settle: float = 0.1) -> WorkerState:
+        """This process now, once threads not in ``known`` had up to ``settle``
+        seconds to end: a request may leave one finishing (a cancelled
+        deadline timer, a packet socket's close)."""
+        until = time.monotonic() + settle
+        for thread in threading.enumerate():
+            if thread is not threading.current_thread() and thread.name not in known:
+                thread.join(max(0.0, until - time.monotonic()))
+        return WorkerState(
+            fds=len(os.listdir("/proc/self/fd")),
+            threads=frozenset(t.name for t in threading.enumerate()),
+            netns=os.stat("/proc/thread-self/ns/net").st_ino,
+        )
+
+    def differs(self, other: WorkerState) -> str:
+        """Why ``other`` (after a request) is not this state; "" when it is."""
+        if other.netns != self.netns:
+            return "its main thread is in another netns"
+        if other.fds > self.fds:
+            return f"it holds {other.fds - self.fds} more file descriptor(s)"
+        if other.threads - self.threads:
+            extra = ", ".join(sorted(other.threads - self.threads))
+            return f"it runs more threads: {extra}"
+        return ""
 
 
 def _exit_text(status: int) -> str:
@@ -225,13 +281,14 @@ def _exit_text(status: int) -> str:
 
 
 class Agent:
-    """Accepts shim connections on a unix socket and forks one worker per request.
+    """Accepts shim connections on a unix socket; pooled workers serve them.
 
     ``sidecar``, when given, runs in one more forked process for the agent's
     lifetime (the RDMA metrics server), started again if it dies and stopped
-    with the agent. ``spares`` workers are kept forked ahead, each having run
-    ``prepare`` (see the module docstring); they do not count against
-    ``max_workers`` until they serve.
+    with the agent. ``spares`` idle workers are kept ahead, a new one having
+    run ``prepare`` (see the module docstring); ``max_workers`` bounds the
+    requests served at once; a worker serves up to ``requests_per_worker``,
+    having run ``worker_setup`` once before the first.
     """
 
     def __init__(
@@ -244,22 +301,31 @@ class Agent:
         sidecar: Callable[[], None] | None = None,
         spares: int = DEFAULT_SPARES,
         prepare: Callable[[], None] | None = None,
+        requests_per_worker: int = DEFAULT_REQUESTS_PER_WORKER,
+        idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
+        worker_setup: Callable[[], None] | None = None,
     ) -> None:
         if max_workers < 1:
             raise ValueError("max_workers must be >= 1")
         if spares < 0:
             raise ValueError("spares must be >= 0")
+        if requests_per_worker < 1:
+            raise ValueError("requests_per_worker must be >= 1")
         self.table = table
         self.socket_path = Path(socket_path)
         self.max_workers = max_workers
         self.allowed_uids = allowed_uids
         self.preload = tuple(preload)
         self.spares = spares
+        self.requests_per_worker = requests_per_worker
+        self.idle_timeout = idle_timeout
         self._prepare = prepare
-        self._spares: dict[int, _Spare] = {}
-        self._spare_due = 0.0  # when a spare that died unused is replaced
+        self._worker_setup = worker_setup
+        self._pool: dict[int, _Worker] = {}
+        self._spare_due = 0.0  # when a spare that died unready is replaced
         self._listener: socket.socket | None = None
         self._socket_ino = 0
+        # Let go of (retired, or one-shot): reaped when they end.
         self._workers: set[int] = set()
         self._stopping = False
         self._sidecar = sidecar
@@ -311,6 +377,10 @@ class Agent:
     def request_stop(self, *_: object) -> None:
         self._stopping = True
 
+    def _busy(self) -> int:
+        """Requests being served (a worker let go may still be finishing one)."""
+        return len(self._workers) + sum(w.busy for w in self._pool.values())
+
     def serve_forever(self) -> None:
         """Accept until SIGTERM/SIGINT (or ``request_stop``), then drain."""
         if self._listener is None:
@@ -324,20 +394,25 @@ class Agent:
                 if self._sidecar and not self._sidecar_pid:
                     if time.monotonic() >= self._sidecar_due:
                         self._start_sidecar(listener)
-                self._tend_spares(listener)
-                if len(self._workers) >= self.max_workers:
-                    time.sleep(0.002)  # the backlog holds the next connections
-                    continue
-                waiting = [s.control for s in self._spares.values() if not s.ready]
+                self._tend_pool(listener)
+                controls = [w.control for w in self._pool.values() if not w.ready]
+                # At the bound the backlog holds the next connections; the
+                # workers' "ready" still comes in.
+                accepting = self._busy() < self.max_workers
                 try:
-                    ready, _, _ = select.select([listener, *waiting], [], [], 0.2)
+                    ready, _, _ = select.select(
+                        [listener, *controls] if accepting else controls,
+                        [],
+                        [],
+                        0.2 if accepting else 0.002,
+                    )
                 except InterruptedError:
                     continue
                 for sock in ready:
                     if sock is listener:
                         self._accept_one(listener)
                     else:
-                        self._spare_said(sock)
+                        self._worker_said(sock)
         finally:
             self.close()
             self._drain()
@@ -358,124 +433,172 @@ class Agent:
                     f"railyard-agent: uid {uid} may not use this socket\n"
                 )
                 return
-            self._fork(conn, listener)
+            if not self._hand_to_idle(conn):
+                self._fork_worker(listener, conn)
         finally:
             conn.close()
-
-    def _fork(self, conn: socket.socket, listener: socket.socket) -> None:
-        if self._hand_to_spare(conn):
-            return
-        pid = os.fork()
-        if pid:
-            self._workers.add(pid)
-            return
-        # The worker: nothing of the parent's serving state is used from here.
-
-        def serve() -> int:
-            self._leave_parent(listener)
-            return serve_request(conn, self.table)
-
-        _end_child("worker", serve)
 
     def _leave_parent(self, listener: socket.socket) -> None:
         """In a freshly forked child: drop what only the parent serves with."""
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         listener.close()
-        for spare in self._spares.values():
-            spare.control.close()
+        for worker in self._pool.values():
+            worker.control.close()
 
-    # -------------------------------------------------------- spare workers
+    # -------------------------------------------------------------- workers
 
-    def _tend_spares(self, listener: socket.socket) -> None:
-        """Fork spares up to ``spares``; replace the ones idle for too long."""
+    def _tend_pool(self, listener: socket.socket) -> None:
+        """Fork spares up to ``spares`` not busy; retire idle workers that are
+        too old, or beyond ``spares`` and idle for ``idle_timeout``."""
         now = time.monotonic()
-        for spare in list(self._spares.values()):
-            if spare.ready and now - spare.born > SPARE_MAX_AGE:
-                self._let_go(spare)
-        while len(self._spares) < self.spares and now >= self._spare_due:
-            self._fork_spare(listener)
+        idle = sorted(
+            (w for w in self._pool.values() if w.ready),
+            key=lambda w: w.idle_since,
+            reverse=True,  # the most recently busy first: they are kept
+        )
+        for n, worker in enumerate(idle):
+            if now - worker.born > SPARE_MAX_AGE:
+                self._let_go(worker)
+            elif n >= self.spares and now - worker.idle_since > self.idle_timeout:
+                self._let_go(worker)
+        not_busy = sum(not w.busy for w in self._pool.values())
+        while not_busy < self.spares and now >= self._spare_due:
+            self._fork_worker(listener, None)
+            not_busy += 1
 
-    def _fork_spare(self, listener: socket.socket) -> None:
+    def _fork_worker(self, listener: socket.socket, conn: socket.socket | None) -> None:
+        """A worker serving ``conn`` first, or a spare (``conn`` None)."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         parent = os.getpid()
         pid = os.fork()
         if pid:
             theirs.close()
-            self._spares[pid] = _Spare(pid, ours, time.monotonic())
+            self._pool[pid] = _Worker(pid, ours, time.monotonic(), busy=bool(conn))
             return
 
-        def spare() -> int:
+        def work() -> int:
             self._leave_parent(listener)
             ours.close()
-            return self._spare_main(theirs, parent)
+            return self._worker_main(theirs, parent, conn)
 
-        _end_child("spare worker", spare)
+        _end_child("worker", work)
 
-    def _spare_main(self, control: socket.socket, parent: int) -> int:
-        """A spare: prepare, say ready, wait for a connection, serve it."""
-        _end_with(parent)  # idle, it has nothing to finish
-        if self._prepare is not None:
-            t0 = time.monotonic()
+    def _worker_main(
+        self, control: socket.socket, parent: int, conn: socket.socket | None
+    ) -> int:
+        """A worker: (a spare prepares first) serve requests one at a time,
+        saying ready between them, until it is unfit or told to go."""
+        if self._worker_setup is not None:
+            self._worker_setup()
+        if conn is None:
+            _end_with(parent)  # idle, it has nothing to finish
+            if self._prepare is not None:
+                t0 = time.monotonic()
+                try:
+                    self._prepare()
+                except Exception as exc:  # a request can still be served without
+                    log.warning(
+                        "spare worker %d: preparing failed: %s", os.getpid(), exc
+                    )
+                log.debug(
+                    "spare worker %d ready in %.1f ms",
+                    os.getpid(),
+                    (time.monotonic() - t0) * 1000,
+                )
+        clean: WorkerState | None = None  # taken after the first request
+        served = 0
+        status = 0
+        while True:
+            if conn is None:
+                try:
+                    control.sendall(_READY)
+                    _, fds, _, _ = socket.recv_fds(control, 1, 1)
+                except OSError:
+                    return status  # the parent retired this worker
+                if not fds:
+                    return status  # the parent retired this worker or is stopping
+                conn = socket.socket(fileno=fds[0])
+            # Serving now: it finishes its request whatever happens to the parent.
+            _set_parent_death_signal(0)
             try:
-                self._prepare()
-            except Exception as exc:  # a request can still be served without
-                log.warning("spare worker %d: preparing failed: %s", os.getpid(), exc)
-            log.debug(
-                "spare worker %d ready in %.1f ms",
-                os.getpid(),
-                (time.monotonic() - t0) * 1000,
-            )
-        try:
-            control.sendall(_READY)
-            _, fds, _, _ = socket.recv_fds(control, 1, 1)
-        except OSError:
-            return 0  # the parent retired this spare while it prepared
-        if not fds:
-            return 0  # the parent retired this spare or is stopping
-        # Serving now: like any worker, it finishes its request whatever
-        # happens to the parent.
-        _set_parent_death_signal(0)
-        control.close()
-        return serve_request(socket.socket(fileno=fds[0]), self.table)
+                status = serve_request(conn, self.table)
+            finally:
+                conn.close()
+                conn = None
+            served += 1
+            why = self._unfit(status, served)
+            changed = ""
+            if clean is not None and not why:
+                changed = clean.differs(WorkerState.now(clean.threads))
+            if why or changed:
+                # A state a request left behind is a leak to look into.
+                log.log(
+                    logging.WARNING if changed else logging.DEBUG,
+                    "worker %d leaves after %d request(s): %s",
+                    os.getpid(),
+                    served,
+                    why or changed,
+                )
+                return status
+            if clean is None:
+                # What the first request set up for good (gRPC's threads and
+                # descriptors) is part of the state every later one finds.
+                clean = WorkerState.now()
+            _end_with(parent)
 
-    def _spare_said(self, control: socket.socket) -> None:
-        spare = next((s for s in self._spares.values() if s.control is control), None)
-        if spare is None:  # reaped meanwhile
+    def _unfit(self, status: int, served: int) -> str:
+        """Why this worker ends after its request, whatever state it is in."""
+        if status != 0:
+            return f"its request ended with status {status}"
+        if served >= self.requests_per_worker:
+            return "it served its share"
+        return ""
+
+    def _worker_said(self, control: socket.socket) -> None:
+        worker = next((w for w in self._pool.values() if w.control is control), None)
+        if worker is None:  # reaped meanwhile
             return
         try:
             said = control.recv(1)
         except OSError:
             said = b""
         if said == _READY:
-            spare.ready = True
+            if worker.busy:
+                log.debug("worker %d is idle again", worker.pid)
+            worker.busy, worker.ready = False, True
+            worker.idle_since = time.monotonic()
             return
-        # It ended before it was ready. Forking the next one at once would
-        # spin if preparing always fails.
-        log.warning("spare worker %d ended before it was ready", spare.pid)
-        self._let_go(spare)
-        self._spare_due = time.monotonic() + SIDECAR_RESTART_DELAY
+        # The worker is going: unfit after a request, or it ended unready.
+        if not worker.busy:
+            # It ended before it was ready. Forking the next one at once would
+            # spin if preparing always fails.
+            log.warning("spare worker %d ended before it was ready", worker.pid)
+            self._spare_due = time.monotonic() + SIDECAR_RESTART_DELAY
+        self._let_go(worker)
 
-    def _hand_to_spare(self, conn: socket.socket) -> bool:
-        """Pass ``conn`` to a ready spare; False when none took it."""
-        for spare in [s for s in self._spares.values() if s.ready]:
+    def _hand_to_idle(self, conn: socket.socket) -> bool:
+        """Pass ``conn`` to an idle worker, the most recently busy first (its
+        pages are warm, and the others may then time out); False when none
+        took it."""
+        idle = [w for w in self._pool.values() if w.ready]
+        for worker in sorted(idle, key=lambda w: w.idle_since, reverse=True):
             try:
-                socket.send_fds(spare.control, [b"C"], [conn.fileno()])
-                sent = True
+                socket.send_fds(worker.control, [b"C"], [conn.fileno()])
             except OSError:  # it died since it said ready: the next one
-                sent = False
-            self._let_go(spare)
-            if sent:
-                return True
+                self._let_go(worker)
+                continue
+            worker.busy, worker.ready = True, False
+            return True
         return False
 
-    def _let_go(self, spare: _Spare) -> None:
-        """Stop keeping ``spare`` as a spare: close our end of its control
-        socket and reap it like any worker. It serves the connection it was
-        sent, if any; an idle one leaves when it sees the socket closed."""
-        del self._spares[spare.pid]
-        spare.control.close()
-        self._workers.add(spare.pid)
+    def _let_go(self, worker: _Worker) -> None:
+        """Stop pooling ``worker``: close our end of its control socket and
+        reap it like a one-shot worker. It finishes what it serves; an idle
+        one leaves when it sees the socket closed."""
+        del self._pool[worker.pid]
+        worker.control.close()
+        self._workers.add(worker.pid)
 
     def _start_sidecar(self, listener: socket.socket) -> None:
         """Fork the sidecar (the metrics server): a process of its own, so its
@@ -501,24 +624,27 @@ class Agent:
         os._exit(0)
 
     def _reap(self) -> None:
-        while self._workers or self._sidecar_pid or self._spares:
+        while self._workers or self._sidecar_pid or self._pool:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
                 self._workers.clear()
                 self._sidecar_pid = 0
-                for spare in self._spares.values():
-                    spare.control.close()
-                self._spares.clear()
+                for worker in self._pool.values():
+                    worker.control.close()
+                self._pool.clear()
                 return
             if pid == 0:
                 return
-            unused = self._spares.pop(pid, None)
-            if unused is not None:  # a spare that ended before serving
-                unused.control.close()
-                self._spare_due = time.monotonic() + SIDECAR_RESTART_DELAY
-                log.warning("spare worker %d ended (%s)", pid, _exit_text(status))
-                continue
+            pooled = self._pool.pop(pid, None)
+            if pooled is not None:
+                # Ended while pooled: before its "ready", or while serving
+                # (killed); an unfit one is let go when its socket closes.
+                pooled.control.close()
+                if not pooled.busy:
+                    self._spare_due = time.monotonic() + SIDECAR_RESTART_DELAY
+                    log.warning("spare worker %d ended (%s)", pid, _exit_text(status))
+                    continue
             if pid == self._sidecar_pid:
                 self._sidecar_pid = 0
                 self._sidecar_due = time.monotonic() + SIDECAR_RESTART_DELAY
@@ -536,8 +662,8 @@ class Agent:
                 )
 
     def _drain(self) -> None:
-        for spare in list(self._spares.values()):
-            self._let_go(spare)
+        for worker in list(self._pool.values()):
+            self._let_go(worker)
         if self._sidecar_pid:
             try:
                 os.kill(self._sidecar_pid, signal.SIGTERM)

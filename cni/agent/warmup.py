@@ -47,3 +47,11 @@ def ipamd_channels(
         transport.open_ahead(resolved.targets, *resolved.tls, wait=CONNECT_WAIT)
 
     return prepare
+
+
+def keep_ipamd_channels() -> None:
+    """What every worker runs before its first request: its ipamd clients keep
+    their channels from one request to the next (``ipamd.client.keep_channels``)."""
+    from ipamd import client as transport
+
+    transport.keep_channels()

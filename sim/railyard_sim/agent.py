@@ -201,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["GRPC_ENABLE_FORK_SUPPORT"] = "false"
     from cni.agent.plugins import PRELOAD
     from cni.agent.server import Agent
-    from cni.agent.warmup import ipamd_channels
+    from cni.agent.warmup import ipamd_channels, keep_ipamd_channels
 
     lab = args.lab.absolute()
     agent = Agent(
@@ -212,6 +212,7 @@ def main(argv: list[str] | None = None) -> int:
         spares=args.spare_workers,
         # The lab's plugins reach its ipamd through the environment.
         prepare=ipamd_channels(daemon.client_env(lab)),
+        worker_setup=keep_ipamd_channels,
     )
     agent.warm()
     agent.bind()

@@ -5,7 +5,9 @@ The plugins exercise the agent itself: ``echo`` (ADD prints prevResult, DEL
 fails naming an env variable), ``sleep`` (ADD waits ``sleep`` seconds from the
 netconf), ``crash`` (ADD kills its own process), ``whoami`` (ADD fails with
 its worker's pid and whether the worker ran the preparation, which only a
-spare does, before its request: ``--spares``). The server is the production
+spare does, before its request: ``--spares``), ``whoami-ok`` (the same in a
+successful result's DNS domain), ``leak`` (``whoami-ok`` keeping a file
+descriptor open for good). The server is the production
 ``cni.agent.server.Agent``; only the table differs.
 """
 
@@ -22,7 +24,7 @@ from pathlib import Path
 from cni.agent.server import Agent, PluginEntry, PluginTable
 from cni.errors import INVALID_CONFIG, CniError
 from cni.skel import CmdArgs, PluginFuncs
-from cni.types import Result
+from cni.types import DNS, Result
 
 log = logging.getLogger("tests.agent_host")
 
@@ -59,6 +61,20 @@ def _whoami_add(ca: CmdArgs) -> Result | None:
     raise CniError(INVALID_CONFIG, "whoami", f"pid={os.getpid()} prepared={PREPARED}")
 
 
+def _whoami_ok_add(ca: CmdArgs) -> Result | None:
+    """Succeeds, naming its worker in the result's DNS domain."""
+    return Result(dns=DNS(domain=f"pid={os.getpid()} prepared={PREPARED}"))
+
+
+#: What ``leak`` keeps open: a plugin bug the agent must not carry on with.
+LEAKED: list[int] = []
+
+
+def _leak_add(ca: CmdArgs) -> Result | None:
+    LEAKED.append(os.open("/dev/null", os.O_RDONLY))
+    return _whoami_ok_add(ca)
+
+
 def _nothing(ca: CmdArgs) -> None:
     return None
 
@@ -77,6 +93,14 @@ def table() -> PluginTable:
         "whoami": PluginEntry(
             lambda: PluginFuncs(add=_whoami_add, del_=_nothing), "test whoami", "whoami"
         ),
+        "whoami-ok": PluginEntry(
+            lambda: PluginFuncs(add=_whoami_ok_add, del_=_nothing),
+            "test whoami-ok",
+            "whoami-ok",
+        ),
+        "leak": PluginEntry(
+            lambda: PluginFuncs(add=_leak_add, del_=_nothing), "test leak", "leak"
+        ),
     }
 
 
@@ -86,6 +110,8 @@ def main() -> int:
     parser.add_argument("--max-workers", type=int, default=4)
     parser.add_argument("--uid", type=int, action="append", default=None)
     parser.add_argument("--spares", type=int, default=0)
+    parser.add_argument("--requests-per-worker", type=int, default=200)
+    parser.add_argument("--idle-timeout", type=float, default=30.0)
     args = parser.parse_args()
     # DEBUG: the tests wait for the spare workers' "ready" lines.
     logging.basicConfig(level=logging.DEBUG)
@@ -97,6 +123,8 @@ def main() -> int:
         allowed_uids=uids,
         spares=args.spares,
         prepare=_prepare,
+        requests_per_worker=args.requests_per_worker,
+        idle_timeout=args.idle_timeout,
     )
     agent.warm()
     agent.bind()

@@ -14,6 +14,7 @@ from ipamd import client as transport
 @pytest.fixture(autouse=True)
 def no_channels_left() -> Iterator[None]:
     yield
+    transport._KEEP_CHANNELS[0] = False
     for channel in transport._OPENED_AHEAD.values():
         channel.close()
     transport._OPENED_AHEAD.clear()

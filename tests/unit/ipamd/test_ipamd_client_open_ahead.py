@@ -97,3 +97,30 @@ def test_an_endpoint_nobody_serves_is_kept_unconnected_within_the_wait(
     socks = [str(tmp_path / "a.sock"), str(tmp_path / "b.sock")]
     assert open_ahead(socks, wait=0.2) == 0
     assert len(transport._OPENED_AHEAD) == 2
+
+
+def test_a_closed_client_closes_its_channels_by_default(ipamd_socket: Path):
+    client = IpamdClient(f"unix://{ipamd_socket}", timeout=5.0)
+    assert client.status().ready
+    client.close()
+    assert not transport._OPENED_AHEAD
+
+
+def test_a_process_that_keeps_channels_hands_them_to_its_next_client(
+    ipamd_socket: Path,
+):
+    # A node agent's worker between two requests: no dial, no connection.
+    transport.keep_channels()
+    first = IpamdClient(f"unix://{ipamd_socket}", timeout=5.0)
+    assert first.status().ready
+    used = first._channels[first.target]
+    first.close()
+    second = IpamdClient(f"unix://{ipamd_socket}", timeout=5.0)
+    try:
+        assert second.status().ready
+        assert second._channels[second.target] is used
+        assert CALLS == ["Status", "Status"]
+    finally:
+        second.close()
+    # Kept again for the one after; one channel per endpoint, not one per client.
+    assert list(transport._OPENED_AHEAD.values()) == [used]
