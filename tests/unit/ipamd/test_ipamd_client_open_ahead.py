@@ -56,10 +56,16 @@ def test_the_next_client_of_the_endpoint_uses_the_channel_opened_ahead(
     ahead = transport._OPENED_AHEAD[(f"unix://{ipamd_socket}", None, None, None)]
     assert CALLS == ["Status"]  # connected by one call, before any client
 
+    next_client_uses(ipamd_socket, ahead)
+
+
+def next_client_uses(ipamd_socket: Path, channel: grpc.Channel) -> None:
+    """A new client of the endpoint answers over ``channel`` (no dial of its
+    own: the second Status the server sees), then is closed."""
     client = IpamdClient(f"unix://{ipamd_socket}", timeout=5.0)
     try:
         assert client.status().ready
-        assert client._channels[client.target] is ahead
+        assert client._channels[client.target] is channel
         assert CALLS == ["Status", "Status"]
     finally:
         client.close()
@@ -115,12 +121,6 @@ def test_a_process_that_keeps_channels_hands_them_to_its_next_client(
     assert first.status().ready
     used = first._channels[first.target]
     first.close()
-    second = IpamdClient(f"unix://{ipamd_socket}", timeout=5.0)
-    try:
-        assert second.status().ready
-        assert second._channels[second.target] is used
-        assert CALLS == ["Status", "Status"]
-    finally:
-        second.close()
+    next_client_uses(ipamd_socket, used)
     # Kept again for the one after; one channel per endpoint, not one per client.
     assert list(transport._OPENED_AHEAD.values()) == [used]
