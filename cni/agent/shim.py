@@ -21,6 +21,9 @@ pulls in ``enum`` and doubles the start-up). What it does, per ``CNI_COMMAND``:
   the agent works; an agent restarting costs nothing but its warm start.
   Unlike multus' shim there is no readiness polling (up to 60 s there) and a
   DEL error is never swallowed: the runtime sees every failure and retries.
+  An agent that ends the connection without a word (killed with it in its
+  backlog) gets the same treatment for every command but ADD, which must not
+  run twice: the plugin runs directly.
 - the deadline holds end to end: the wait on the agent is bounded by the
   command's deadline (``RAILYARD_DEADLINE``, else ``DEADLINE``) plus the
   plugin's own grace and a margin; past it the shim prints error 105.
@@ -94,6 +97,19 @@ def _seconds(name: str, default: float) -> float:
     except ValueError:
         return default
     return value if value >= 0 else default
+
+
+def _direct_again(data: bytes, reason: str) -> NoReturn:
+    """``_direct`` once stdin was read: the plugin gets ``data`` on fd 0."""
+    try:
+        fd = posix.memfd_create("railyard-stdin")
+        _write_all(fd, data)
+        posix.lseek(fd, 0, 0)
+        posix.dup2(fd, 0)
+        posix.close(fd)
+    except OSError as exc:
+        _fail(INTERNAL, "cannot run the plugin", f"{reason}; stdin: {exc}")
+    _direct(reason)
 
 
 def _direct(reason: str) -> NoReturn:
@@ -172,6 +188,7 @@ def _recv_exact(sock: _socket.socket, n: int) -> bytes | None:
 
 
 _LOST: list[str] = []  # why stdout could not take the reply, if it could not
+_HEARD: list[bool] = []  # not empty once the agent sent anything at all
 
 
 def _relay(sock: _socket.socket, out: int = 1) -> tuple[int | None, bool]:
@@ -183,6 +200,7 @@ def _relay(sock: _socket.socket, out: int = 1) -> tuple[int | None, bool]:
         head = _recv_exact(sock, 5)
         if head is None:
             return None, printed
+        _HEARD.append(True)
         kind, size = head[:1], int.from_bytes(head[1:], "big")
         payload = _recv_exact(sock, size) if size else b""
         if payload is None:
@@ -266,6 +284,13 @@ def main() -> int:
         if command == "ADD" and status == 0:
             _take_back(path, limit + _seconds(GRACE_ENV, DEFAULT_GRACE) + MARGIN)
         return 1
+    if status is None and not _HEARD and command != "ADD":
+        # Not a word back: a killed agent's listener still had this connection
+        # in its backlog, or the worker died at once. Every command but ADD may
+        # run twice, so it runs here instead of failing (a DEL failed for that
+        # would make the runtime try again later, or give up and leak).
+        sock.close()
+        _direct_again(_STDIN[0], f"railyard-agent at {path} ended without a word")
     if status is None:
         if printed:
             return 1

@@ -18,6 +18,7 @@ import socket
 import stat
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -418,6 +419,54 @@ def test_the_shim_bounds_its_wait_on_a_silent_agent(tmp_path: Path):
         server.close()
     assert json.loads(done.stdout)["code"] == 105 and done.returncode == 1
     assert waited < 10
+
+
+def wordless_agent(path: Path) -> tuple[socket.socket, threading.Thread]:
+    """A listener that takes one connection and closes it without a word:
+    what a shim sees when the agent is killed with its connection queued."""
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen(4)
+
+    def drop_one() -> None:
+        conn, _ = server.accept()
+        conn.close()
+
+    thread = threading.Thread(target=drop_one)
+    thread.start()
+    return server, thread
+
+
+def test_a_del_the_agent_ended_without_a_word_runs_directly(tmp_path: Path):
+    server, thread = wordless_agent(tmp_path / "dying.sock")
+    try:
+        done = call(
+            shim(tmp_path, "railyard-ipam"),
+            tmp_path / "dying.sock",
+            b"{broken json",
+            CNI_COMMAND="DEL",
+        )
+    finally:
+        thread.join(10)
+        server.close()
+    # The plugin itself read the runtime's stdin (the decode error says so).
+    assert json.loads(done.stdout)["code"] == 6 and done.returncode == 1
+    assert b"ended without a word); running the plugin directly" in done.stderr
+
+
+def test_an_add_the_agent_ended_without_a_word_fails_and_is_not_run_twice(
+    tmp_path: Path,
+):
+    server, thread = wordless_agent(tmp_path / "dying.sock")
+    try:
+        done = call(shim(tmp_path, "railyard-ipam"), tmp_path / "dying.sock", conf())
+    finally:
+        thread.join(10)
+        server.close()
+    error = json.loads(done.stdout)
+    assert error["code"] == 999 and done.returncode == 1
+    assert error["msg"] == "railyard-agent ended the request without a result"
+    assert b"running the plugin directly" not in done.stderr
 
 
 # ------------------------------------------------------------ direct mode
