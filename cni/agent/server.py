@@ -448,16 +448,17 @@ class Agent:
 
     # -------------------------------------------------------------- workers
 
+    def _idle(self) -> list[_Worker]:
+        """The idle workers, the most recently busy first: the ones handed the
+        next requests (their pages are warm) and kept when idle ones retire."""
+        idle = [w for w in self._pool.values() if w.ready]
+        return sorted(idle, key=lambda w: w.idle_since, reverse=True)
+
     def _tend_pool(self, listener: socket.socket) -> None:
         """Fork spares up to ``spares`` not busy; retire idle workers that are
         too old, or beyond ``spares`` and idle for ``idle_timeout``."""
         now = time.monotonic()
-        idle = sorted(
-            (w for w in self._pool.values() if w.ready),
-            key=lambda w: w.idle_since,
-            reverse=True,  # the most recently busy first: they are kept
-        )
-        for n, worker in enumerate(idle):
+        for n, worker in enumerate(self._idle()):
             if now - worker.born > SPARE_MAX_AGE:
                 self._let_go(worker)
             elif n >= self.spares and now - worker.idle_since > self.idle_timeout:
@@ -578,11 +579,9 @@ class Agent:
         self._let_go(worker)
 
     def _hand_to_idle(self, conn: socket.socket) -> bool:
-        """Pass ``conn`` to an idle worker, the most recently busy first (its
-        pages are warm, and the others may then time out); False when none
-        took it."""
-        idle = [w for w in self._pool.values() if w.ready]
-        for worker in sorted(idle, key=lambda w: w.idle_since, reverse=True):
+        """Pass ``conn`` to an idle worker (``_idle``'s order); False when
+        none took it."""
+        for worker in self._idle():
             try:
                 socket.send_fds(worker.control, [b"C"], [conn.fileno()])
             except OSError:  # it died since it said ready: the next one
