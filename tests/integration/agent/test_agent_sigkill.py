@@ -5,8 +5,9 @@ with real netns.
 The kill takes the agent's whole process group (what systemd and the kubelet
 do to a container): the worker running the command dies mid-way (for DEL: at
 a fixed point, ipamd stalled after the VF came home, and at 20 seeded random
-moments). The runtime's next calls, DEL then ADD again, must complete with
-nothing left behind: the VF back in the host with its name and MAC, no
+moments; for a ``[sriov, rdma]`` chain, at seeded moments of its ADD or DEL).
+The runtime's next calls, DEL then ADD again, must complete with nothing left
+behind: the VF back in the host with its name and MAC, its RDMA device too, no
 address held in ipamd, no record on disk. While the agent is down the shims
 run the plugin directly.
 """
@@ -28,6 +29,7 @@ import pytest
 
 from railyard_sim import agent, daemon
 from railyard_sim.lab import Lab
+from railyard_sim.recording import rdma_location
 from railyard_sim.runtime import Attachment, PluginError
 from tests.doubles.lab_ipamd import lab_with_ipamd, sriov_conf, warm_runtime
 from tests.doubles.sriov_lab import link
@@ -222,3 +224,54 @@ def test_agent_killed_at_random_points_of_del_then_del_again_finishes(
         agent.start(lab.dir)
     # both sides of the race were exercised, not only kills after DEL ended
     assert outcomes["killed"] > 0, outcomes
+
+
+def rdma_chain_conf(lab: Lab) -> dict[str, Any]:
+    """Rail 1's first VF and its RDMA device: ``[sriov (ipamd), rdma]``."""
+    conf = sriov_conf(lab, window_ms=100)
+    rdma = {"type": "rdma", "deviceID": lab.rail(1).vfs[0].pci}
+    return {**conf, "name": "gpu1-rdma", "plugins": [*conf["plugins"], rdma]}
+
+
+def test_agent_killed_at_random_points_of_an_rdma_chain_leaves_nothing_behind(
+    lab: Lab, pod: str, tmp_path: Path
+) -> None:
+    """``[sriov, rdma]`` through the agent, its group killed at seeded moments
+    of the chain's ADD or of its DEL: the runtime's next DEL (direct mode)
+    brings the VF and its RDMA device home and releases the address."""
+    rng = random.Random(KILL_SEED + 1)
+    vf = lab.rail(1).vfs[0]
+    vf_mac = link(vf.netdev)["address"]
+    conf = rdma_chain_conf(lab)
+    rt = warm_runtime(lab, tmp_path)
+    outcomes = {(phase, end): 0 for phase in ("ADD", "DEL") for end in ("ok", "kill")}
+    for point in range(KILL_POINTS):
+        phase = "ADD" if point % 2 == 0 else "DEL"
+        # A warm chain's ADD takes ~0.1 s here, its DEL ~0.06 s.
+        delay = rng.uniform(0.0, 0.15 if phase == "ADD" else 0.07)
+        att = Attachment(f"cr{point}", pod, "net1")
+        if phase == "DEL":
+            rt.add(conf, att)
+            assert rdma_location(lab.dir, vf.rdma) == pod
+        command = rt.add if phase == "ADD" else rt.delete
+        with ThreadPoolExecutor(1) as pool:
+            running = pool.submit(command, conf, att)
+            time.sleep(delay)
+            agent_pid = agent.running_pid(lab.dir)
+            assert agent_pid is not None
+            os.killpg(agent_pid, signal.SIGKILL)
+            try:
+                running.result(timeout=30)
+                outcomes[phase, "ok"] += 1
+            except PluginError:
+                outcomes[phase, "kill"] += 1
+        rt.delete(conf, att)  # the runtime's next DEL, direct mode
+        try:
+            assert rdma_location(lab.dir, vf.rdma) is None
+            assert_all_home(lab, pod, vf_mac, tmp_path)
+        except AssertionError as exc:
+            raise AssertionError(
+                f"seed {KILL_SEED + 1} point {point}: {phase} killed after {delay:.3f}s"
+            ) from exc
+        agent.start(lab.dir)
+    assert outcomes["ADD", "kill"] > 0 and outcomes["DEL", "kill"] > 0, outcomes
