@@ -115,10 +115,13 @@ def debian(lab: Lab, rail: int, vf: int, data_dir: Path) -> Conf:
 class Bench:
     """One column: a runtime and the conflists it attaches with."""
 
-    def __init__(self, lab: Lab, runtime: Runtime, make: Maker) -> None:
+    def __init__(
+        self, lab: Lab, runtime: Runtime, make: Maker, settle: float = 0.0
+    ) -> None:
         self.lab = lab
         self.rt = runtime
         self.make = make
+        self.settle = settle
         self.n = 0
 
     def pod(self) -> tuple[str, str]:
@@ -130,6 +133,10 @@ class Bench:
 
     def drop(self, pod: str) -> None:
         subprocess.run(["ip", "netns", "del", Path(pod).name], check=False)
+        # The kernel tears a netns down after its last reference is gone, on a
+        # work queue, under the rtnl lock and through RCU grace periods; the
+        # next pod's first move waits on both (--settle: let it finish).
+        time.sleep(self.settle)
 
     def nics(self, count: int, vf: int, detect: bool) -> tuple[float, float]:
         """ADD ``count`` NICs (rails 1..count) into one pod in sequence, then DEL."""
@@ -227,7 +234,7 @@ CASES: list[tuple[str, str, Case, bool]] = [
 ]
 
 
-def run(runs: int, columns: list[str], burst_runs: int) -> None:
+def run(runs: int, columns: list[str], burst_runs: int, settle: float) -> None:
     compile_bytecode()
     with tempfile.TemporaryDirectory(prefix="rv-bench-") as tmp:
         root = Path(tmp)
@@ -255,6 +262,7 @@ def run(runs: int, columns: list[str], burst_runs: int) -> None:
                             [warm_bins, DEBIAN_BIN], env=warm_env, cache_dir=root / "c1"
                         ),
                         lambda rail, vf, det: ours(lab, rail, vf, det),
+                        settle,
                     ),
                     "direct": Bench(
                         lab,
@@ -262,17 +270,20 @@ def run(runs: int, columns: list[str], burst_runs: int) -> None:
                             [direct_bins, DEBIAN_BIN], env=base, cache_dir=root / "c2"
                         ),
                         lambda rail, vf, det: ours(lab, rail, vf, det),
+                        settle,
                     ),
                     "go": Bench(
                         lab,
                         Runtime([DEBIAN_BIN], env=base, cache_dir=root / "c3"),
                         lambda rail, vf, det: debian(lab, rail, vf, root / "hl"),
+                        settle,
                     ),
                 }
                 benches = {k: v for k, v in benches.items() if k in columns}
                 print(
                     f"median (min) of {runs} runs in ms, each plugin call a fresh "
-                    f"exec; {os.cpu_count()} CPUs; load average {load_average()}",
+                    f"exec; {os.cpu_count()} CPUs; {settle:g} s settle after each "
+                    f"pod's netns is deleted; load average {load_average()}",
                     flush=True,
                 )
                 print(f"{'case':36}" + "".join(f"{c:>16}" for c in benches), flush=True)
@@ -338,8 +349,15 @@ def main() -> None:
         default="warm,direct,go",
         help="comma-separated subset of warm,direct,go",
     )
+    parser.add_argument(
+        "--settle",
+        type=float,
+        default=0.0,
+        help="seconds to wait after each pod's netns is deleted, so its teardown "
+        "in the kernel does not fall into the next case's first move",
+    )
     args = parser.parse_args()
-    run(args.runs, args.columns.split(","), args.burst_runs)
+    run(args.runs, args.columns.split(","), args.burst_runs, args.settle)
 
 
 if __name__ == "__main__":
