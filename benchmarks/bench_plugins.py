@@ -21,7 +21,9 @@ off; an 8-NIC pod ADD with detection on (railyard only, the Go chain has none);
 8 pods of 8 NICs started at once, each pod's NICs in sequence as multus runs
 them (wall time of the whole burst); VERSION. Median (and min) of N runs, with
 the load average before and after. Bytecode for ``cni`` and ``ipamd`` is
-compiled first, as ``packaging/install.sh`` does.
+compiled first, as ``packaging/install.sh`` does. ``--settle S`` waits S seconds
+after each pod's netns is deleted: back to back, the kernel's teardown of the
+last pod slows the next case's first move (by ~10 ms on a 2-core host).
 """
 
 from __future__ import annotations
