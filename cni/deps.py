@@ -18,7 +18,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from cni.kernel import DeviceWaiter, Links, Netns, Probes, RdmaOps, VfOps
+    from cni.kernel import (
+        DeviceWaiter,
+        Links,
+        Netns,
+        NetnsPath,
+        Probes,
+        RdmaOps,
+        VfOps,
+    )
     from cni.kernel.sysfs import Sysfs
     from cni.record.store import AttachmentRecords
     from cni.skel import CmdArgs
@@ -87,13 +95,11 @@ def real_deps(
 
         sysfs = Sysfs()
     if vf is None:
-        from cni.kernel.vf import PyRoute2VfOps
+        from cni.kernel.vf import NetlinkVfOps
 
-        vf = PyRoute2VfOps(sysfs)
+        vf = NetlinkVfOps(sysfs)
     if rdma is None:
-        from cni.kernel.rdma import NetlinkRdmaOps
-
-        rdma = NetlinkRdmaOps()
+        rdma = RdmaOnFirstUse()
     links = NetlinkLinks()
     return Deps(
         links=links,
@@ -105,6 +111,34 @@ def real_deps(
         sysfs=sysfs,
         state_dir=state_dir(env, default_state_dir),
     )
+
+
+class RdmaOnFirstUse:
+    """``RdmaOps`` that loads the NETLINK_RDMA adapter when a command first asks.
+
+    The adapter is built on pyroute2's netlink core, and importing it loads the
+    whole pyroute2 package (~150 ms). Most commands never move an RDMA device
+    (a VF without RDMA isolation, its DEL), so they must not pay for it.
+    """
+
+    def __init__(self) -> None:
+        self._ops: RdmaOps | None = None
+
+    def _loaded(self) -> RdmaOps:
+        if self._ops is None:
+            from cni.kernel.rdma import NetlinkRdmaOps
+
+            self._ops = NetlinkRdmaOps()
+        return self._ops
+
+    def netns_mode(self) -> str:
+        return self._loaded().netns_mode()
+
+    def devices(self, netns: NetnsPath = None) -> list[str]:
+        return self._loaded().devices(netns)
+
+    def move(self, dev: str, to_netns: NetnsPath, netns: NetnsPath = None) -> None:
+        self._loaded().move(dev, to_netns, netns)
 
 
 def default_deps(args: CmdArgs) -> Deps:

@@ -5,14 +5,15 @@ This module is the contract between the plugins' domain code and everything that
 touches the kernel. It must not import pyroute2, pyudev or any adapter module:
 plugins import it at module top, and VERSION / config errors must stay cheap.
 
-Adapters (each imports what it needs, pyroute2 or pyudev among them, and is
-imported lazily inside the plugins' ``real_deps()``):
+Adapters (each imports what it needs, pyudev among them, and is imported
+lazily inside the plugins' ``real_deps()``; the RDMA one, on pyroute2, only
+when a command first uses it):
 
 - ``cni.kernel.links.NetlinkLinks`` -> ``Links`` (rtnetlink on netdevs; wire
   format in ``cni.kernel.rtnl``)
 - ``cni.kernel.netns.Namespaces`` -> ``Netns`` (open/verify/temp netns)
 - ``cni.kernel.probes.RawProbes`` -> ``NicProbes`` (ARP/NDP conflict, gateway, announce)
-- ``cni.kernel.vf.PyRoute2VfOps`` -> ``VfOps`` (PF-side IFLA_VF_*, GUIDs, rebind)
+- ``cni.kernel.vf.NetlinkVfOps`` -> ``VfOps`` (PF-side IFLA_VF_*, GUIDs, rebind)
 - ``cni.kernel.rdma.NetlinkRdmaOps`` -> ``RdmaOps`` (NETLINK_RDMA nldev)
 - ``cni.kernel.udev.UdevWaiter`` -> ``DeviceWaiter`` (pyudev monitor)
 - ``cni.kernel.sysfs.Sysfs``          -> plain pathlib PCI discovery with a root

@@ -7,10 +7,12 @@ Why not pyroute2 here: the plugins' hot path is ~17 rtnetlink requests per NIC,
 and pyroute2 0.9 spends ~0.55 ms of Python on each (its asyncio request engine,
 and decoding every attribute of a ~1 KB RTM_NEWLINK), against ~0.04 ms for the
 same request packed and read here; opening its socket costs ~0.7 ms against
-~0.05. The plugins send a handful of fixed-layout messages (links, addresses,
-routes, rules) and read a few attributes of each answer, which is all this
-module knows. pyroute2 stays for the VF and RDMA seams (``cni.kernel.vf``,
-``cni.kernel.rdma``), off the per-NIC path.
+~0.05; importing it loads the whole package (~150 ms). The plugins send a
+handful of fixed-layout messages (links, addresses, routes, rules, and the
+PF-side VF settings of ``cni.kernel.vf``) and read a few attributes of each
+answer, which is all this module knows. pyroute2 stays for the RDMA seam
+(``cni.kernel.rdma``: NETLINK_RDMA, loaded only when a command moves an RDMA
+device).
 
 Every number below is from the kernel's uapi headers, named in each block.
 """

@@ -1,25 +1,26 @@
 # SPDX-License-Identifier: Apache-2.0
 """``VfOps`` adapter: PF-side VF settings over rtnetlink, driver rebind in sysfs.
 
-May import: the standard library, pyroute2's netlink message classes (this module
-is imported lazily inside ``real_deps()``), ``cni.kernel``, ``cni.kernel.links``
-(errno translation) and ``cni.kernel.sysfs``.
+May import: the standard library, ``cni.kernel``, ``cni.kernel.rtnl`` (the
+message codec), ``cni.kernel.links`` (errno translation) and ``cni.kernel.sysfs``.
 
 Every setter is one RTM_SETLINK on the PF, found by name, carrying
 ``IFLA_VFINFO_LIST -> IFLA_VF_INFO -> <one IFLA_VF_* attribute>``; ``get_vf`` is
 RTM_GETLINK with ``IFLA_EXT_MASK = RTEXT_FILTER_VF``. Numbers and struct layouts
-are those of include/uapi/linux/if_link.h (see tests/unit/cni/kernel/
-test_vf_messages.py, which pins the bytes).
-
-pyroute2 0.9.7's own ``vfinfo`` classes encode MAC, rate, spoofchk, trust and link
-state as the kernel expects and are reused. Two are redefined here because they
-do not match the uapi structs:
+are those of include/uapi/linux/if_link.h (tests/unit/cni/kernel/
+test_vf_messages.py pins the bytes); two need care:
 - ``IFLA_VF_VLAN_INFO``: ``struct ifla_vf_vlan_info`` is 16 bytes (two bytes of
-  tail padding after ``__be16 vlan_proto``); pyroute2 sends 14 and the kernel
-  rejects anything shorter than the struct with EINVAL.
+  tail padding after ``__be16 vlan_proto``); the kernel rejects anything shorter
+  than the struct with EINVAL.
 - ``IFLA_VF_IB_NODE_GUID`` / ``IFLA_VF_IB_PORT_GUID``: ``struct ifla_vf_guid`` is
-  ``{__u32 vf; (4 bytes padding) __u64 guid;}`` = 16 bytes; pyroute2 models it as
-  36 bytes and so mis-decodes the 16 the kernel sends.
+  ``{__u32 vf; (4 bytes padding) __u64 guid;}`` = 16 bytes.
+
+Packed and read with ``struct`` through ``cni.kernel.rtnl``, like every other
+rtnetlink message of the plugins; not with pyroute2's message classes: importing
+them loads the whole pyroute2 package (~150 ms on every plugin start without
+the agent, as much as the rest of the plugin's imports together), and two of
+its VF structs do not match the uapi (the two above).
+
 The message is sent on a plain NETLINK_ROUTE socket opened per call in the
 plugin's own netns (PFs stay in the host; no setns needed).
 """
@@ -32,21 +33,14 @@ import socket
 import struct
 from typing import Any
 
-from pyroute2.netlink import NLM_F_ACK, NLM_F_REQUEST, nla, nlmsg
-from pyroute2.netlink.rtnl import RTM_GETLINK, RTM_NEWLINK, RTM_SETLINK
-from pyroute2.netlink.rtnl.ifinfmsg import ifinfmsg
-
-from cni.kernel import DeviceNotFound, KernelError, NotSupported, VfInfo
-from cni.kernel.links import errno_error
+from cni.kernel import DeviceNotFound, KernelError, NotSupported, VfInfo, rtnl
+from cni.kernel.links import translate
 from cni.kernel.sysfs import Sysfs
 
 log = logging.getLogger(__name__)
 
 # include/uapi/linux/if_link.h
-IFLA_IFNAME = 3
-IFLA_NUM_VF = 21
 IFLA_VFINFO_LIST = 22
-IFLA_EXT_MASK = 29
 IFLA_VF_INFO = 1
 IFLA_VF_MAC = 1
 IFLA_VF_VLAN = 2
@@ -61,66 +55,20 @@ IFLA_VF_VLAN_LIST = 12
 IFLA_VF_VLAN_INFO = 1
 # include/uapi/linux/rtnetlink.h
 RTEXT_FILTER_VF = 1
-NLMSG_ERROR = 2
-NLMSG_DONE = 3
 UNSET = 0xFFFFFFFF  # the kernel's (u32)-1: driver did not report spoofchk/trust
 
-_PYROUTE2_VF = ifinfmsg.vflist.vfinfo  # vf_mac, vf_rate, vf_spoofchk, ...
+#: struct ifla_vf_mac {__u32 vf; __u8 mac[32];}
+VF_MAC = struct.Struct("=I32s")
+#: struct ifla_vf_vlan {__u32 vf, vlan, qos;}; ifla_vf_rate {vf, min, max}
+VF_U32X3 = struct.Struct("=III")
+#: struct ifla_vf_tx_rate, _spoofchk, _trust, _link_state: {__u32 vf, value;}
+VF_U32X2 = struct.Struct("=II")
+#: struct ifla_vf_guid {__u32 vf; __u64 guid;} (the u64 8-aligned)
+VF_GUID = struct.Struct("=I4xQ")
+#: the tail of struct ifla_vf_vlan_info after {vf, vlan, qos}: __be16 vlan_proto
+VLAN_PROTO = struct.Struct(">H2x")
 
-
-class vf_link_msg(nlmsg):
-    """RTM_{GET,SET,NEW}LINK carrying only what VF handling needs."""
-
-    prefix = "IFLA_"
-    fields = ifinfmsg.fields  # struct ifinfomsg
-    nla_map = (
-        (IFLA_IFNAME, "IFLA_IFNAME", "asciiz"),
-        (IFLA_NUM_VF, "IFLA_NUM_VF", "uint32"),
-        (IFLA_VFINFO_LIST, "IFLA_VFINFO_LIST", "vf_list"),
-        (IFLA_EXT_MASK, "IFLA_EXT_MASK", "uint32"),
-    )
-
-    class vf_list(nla):
-        nla_map = ((IFLA_VF_INFO, "IFLA_VF_INFO", "vf_info"),)
-
-        class vf_info(nla):
-            prefix = "IFLA_VF_"
-            nla_map = (
-                (IFLA_VF_MAC, "IFLA_VF_MAC", "vf_mac"),
-                (IFLA_VF_VLAN, "IFLA_VF_VLAN", "vf_vlan"),
-                (IFLA_VF_TX_RATE, "IFLA_VF_TX_RATE", "vf_tx_rate"),
-                (IFLA_VF_SPOOFCHK, "IFLA_VF_SPOOFCHK", "vf_spoofchk"),
-                (IFLA_VF_LINK_STATE, "IFLA_VF_LINK_STATE", "vf_link_state"),
-                (IFLA_VF_RATE, "IFLA_VF_RATE", "vf_rate"),
-                (IFLA_VF_TRUST, "IFLA_VF_TRUST", "vf_trust"),
-                (IFLA_VF_IB_NODE_GUID, "IFLA_VF_IB_NODE_GUID", "vf_guid"),
-                (IFLA_VF_IB_PORT_GUID, "IFLA_VF_IB_PORT_GUID", "vf_guid"),
-                (IFLA_VF_VLAN_LIST, "IFLA_VF_VLAN_LIST", "vf_vlan_list"),
-            )
-            vf_mac = _PYROUTE2_VF.vf_mac  # {u32 vf; u8 mac[32]}
-            vf_vlan = _PYROUTE2_VF.vf_vlan  # {u32 vf, vlan, qos}
-            vf_tx_rate = _PYROUTE2_VF.vf_tx_rate  # {u32 vf, rate}
-            vf_spoofchk = _PYROUTE2_VF.vf_spoofchk  # {u32 vf, setting}
-            vf_link_state = _PYROUTE2_VF.vf_link_state  # {u32 vf, link_state}
-            vf_rate = _PYROUTE2_VF.vf_rate  # {u32 vf, min_tx_rate, max_tx_rate}
-            vf_trust = _PYROUTE2_VF.vf_trust  # {u32 vf, setting}
-
-            class vf_guid(nla):
-                # struct ifla_vf_guid { __u32 vf; __u64 guid; } (u64 aligned)
-                fields = (("vf", "I"), ("__pad", "4x"), ("guid", "Q"))
-
-            class vf_vlan_list(nla):
-                nla_map = ((IFLA_VF_VLAN_INFO, "IFLA_VF_VLAN_INFO", "vf_vlan_info"),)
-
-                class vf_vlan_info(nla):
-                    # struct ifla_vf_vlan_info {__u32 vf, vlan, qos; __be16 proto;}
-                    fields = (
-                        ("vf", "I"),
-                        ("vlan", "I"),
-                        ("qos", "I"),
-                        ("vlan_proto", ">H"),
-                        ("__pad", "2x"),
-                    )
+_ACKED = rtnl.NLM_F_REQUEST | rtnl.NLM_F_ACK
 
 
 def guid_to_int(guid: str) -> int:
@@ -135,131 +83,116 @@ def int_to_guid(value: int) -> str:
     return ":".join(f"{b:02x}" for b in value.to_bytes(8, "big"))
 
 
-def setlink_msg(pf: str, vf_attr: tuple[str, Any]) -> vf_link_msg:
-    """RTM_SETLINK on PF ``pf`` (by name) with one IFLA_VF_* attribute."""
-    msg = vf_link_msg()
-    msg["family"] = socket.AF_UNSPEC
-    msg["index"] = 0
-    msg["flags"] = 0
-    msg["change"] = 0
-    msg["attrs"] = [
-        ("IFLA_IFNAME", pf),
-        ("IFLA_VFINFO_LIST", {"attrs": [("IFLA_VF_INFO", {"attrs": [vf_attr]})]}),
-    ]
-    msg["header"]["type"] = RTM_SETLINK
-    msg["header"]["flags"] = NLM_F_REQUEST | NLM_F_ACK
-    return msg
+def _pf_body(pf: str, tail: bytes) -> bytes:
+    """struct ifinfomsg naming no index, then the PF by name and ``tail``."""
+    head = rtnl.IFINFOMSG.pack(socket.AF_UNSPEC, 0, 0, 0, 0)
+    return head + rtnl.attr_str(rtnl.IFLA_IFNAME, pf) + tail
 
 
-def getlink_msg(pf: str) -> vf_link_msg:
+def setlink_body(pf: str, vf_attr: bytes) -> bytes:
+    """RTM_SETLINK on PF ``pf`` with one IFLA_VF_* attribute."""
+    vf_info = rtnl.attr(IFLA_VF_INFO, vf_attr)
+    return _pf_body(pf, rtnl.attr(IFLA_VFINFO_LIST, vf_info))
+
+
+def getlink_body(pf: str) -> bytes:
     """RTM_GETLINK for PF ``pf`` asking the kernel to include IFLA_VFINFO_LIST."""
-    msg = vf_link_msg()
-    msg["family"] = socket.AF_UNSPEC
-    msg["index"] = 0
-    msg["flags"] = 0
-    msg["change"] = 0
-    msg["attrs"] = [("IFLA_IFNAME", pf), ("IFLA_EXT_MASK", RTEXT_FILTER_VF)]
-    msg["header"]["type"] = RTM_GETLINK
-    msg["header"]["flags"] = NLM_F_REQUEST
-    return msg
+    return _pf_body(pf, rtnl.attr_u32(rtnl.IFLA_EXT_MASK, RTEXT_FILTER_VF))
 
 
-def mac_attr(vf: int, mac: str) -> tuple[str, Any]:
-    return ("IFLA_VF_MAC", {"vf": vf, "mac": mac.lower()})
+def mac_attr(vf: int, mac: str) -> bytes:
+    return rtnl.attr(IFLA_VF_MAC, VF_MAC.pack(vf, bytes.fromhex(mac.replace(":", ""))))
 
 
-def vlan_attr(vf: int, vlan: int, qos: int, proto: int) -> tuple[str, Any]:
-    info = {"vf": vf, "vlan": vlan, "qos": qos, "vlan_proto": proto}
-    return ("IFLA_VF_VLAN_LIST", {"attrs": [("IFLA_VF_VLAN_INFO", info)]})
+def vlan_attr(vf: int, vlan: int, qos: int, proto: int) -> bytes:
+    info = VF_U32X3.pack(vf, vlan, qos) + VLAN_PROTO.pack(proto)
+    return rtnl.attr(IFLA_VF_VLAN_LIST, rtnl.attr(IFLA_VF_VLAN_INFO, info))
 
 
-def rate_attr(vf: int, min_tx: int, max_tx: int) -> tuple[str, Any]:
-    return ("IFLA_VF_RATE", {"vf": vf, "min_tx_rate": min_tx, "max_tx_rate": max_tx})
+def rate_attr(vf: int, min_tx: int, max_tx: int) -> bytes:
+    return rtnl.attr(IFLA_VF_RATE, VF_U32X3.pack(vf, min_tx, max_tx))
 
 
-def spoofchk_attr(vf: int, on: bool) -> tuple[str, Any]:
-    return ("IFLA_VF_SPOOFCHK", {"vf": vf, "spoofchk": int(on)})
+def spoofchk_attr(vf: int, on: bool) -> bytes:
+    return rtnl.attr(IFLA_VF_SPOOFCHK, VF_U32X2.pack(vf, int(on)))
 
 
-def trust_attr(vf: int, on: bool) -> tuple[str, Any]:
-    return ("IFLA_VF_TRUST", {"vf": vf, "trust": int(on)})
+def trust_attr(vf: int, on: bool) -> bytes:
+    return rtnl.attr(IFLA_VF_TRUST, VF_U32X2.pack(vf, int(on)))
 
 
-def link_state_attr(vf: int, state: int) -> tuple[str, Any]:
-    return ("IFLA_VF_LINK_STATE", {"vf": vf, "link_state": state})
+def link_state_attr(vf: int, state: int) -> bytes:
+    return rtnl.attr(IFLA_VF_LINK_STATE, VF_U32X2.pack(vf, state))
 
 
-def guid_attr(name: str, vf: int, guid: str) -> tuple[str, Any]:
-    return (name, {"vf": vf, "guid": guid_to_int(guid)})
+def guid_attr(kind: int, vf: int, guid: str) -> bytes:
+    return rtnl.attr(kind, VF_GUID.pack(vf, guid_to_int(guid)))
 
 
 def _setting(value: int) -> bool | None:
     return None if value == UNSET else bool(value)
 
 
-def decode_vfs(data: bytes) -> dict[int, VfInfo]:
-    """VF index -> VfInfo from one RTM_NEWLINK message (bytes, header included)."""
-    msg = vf_link_msg(data)
-    msg.decode()
-    vflist = msg.get_attr("IFLA_VFINFO_LIST")
+def _unpack(layout: struct.Struct, payload: bytes | None) -> tuple[Any, ...] | None:
+    """``payload`` read as ``layout``; None when absent or shorter than the struct."""
+    if payload is None or len(payload) < layout.size:
+        return None
+    return layout.unpack_from(payload)
+
+
+def _decode_vf(info: bytes) -> VfInfo | None:
+    """One IFLA_VF_INFO's attributes as a VfInfo (None without IFLA_VF_MAC)."""
+    found = rtnl.attrs(info)
+    mac = _unpack(VF_MAC, found.get(IFLA_VF_MAC))
+    if mac is None:
+        return None
+    fields: dict[str, Any] = {"vf": mac[0], "mac": rtnl.hex_address(mac[1][:6])}
+    vlan = _unpack(VF_U32X3, found.get(IFLA_VF_VLAN))
+    if vlan is not None:
+        fields.update(vlan=vlan[1], qos=vlan[2])
+    vlans = found.get(IFLA_VF_VLAN_LIST)
+    if vlans is not None:
+        first = rtnl.attrs(vlans).get(IFLA_VF_VLAN_INFO)
+        head = _unpack(VF_U32X3, first)
+        if first is not None and head is not None and len(first) >= 14:
+            proto = struct.unpack_from(">H", first, VF_U32X3.size)[0]
+            fields.update(vlan=head[1], qos=head[2], vlan_proto=proto)
+    for kind, key in ((IFLA_VF_SPOOFCHK, "spoofchk"), (IFLA_VF_TRUST, "trust")):
+        setting = _unpack(VF_U32X2, found.get(kind))
+        if setting is not None:
+            fields[key] = _setting(setting[1])
+    state = _unpack(VF_U32X2, found.get(IFLA_VF_LINK_STATE))
+    if state is not None:
+        fields["link_state"] = state[1]
+    rate = _unpack(VF_U32X3, found.get(IFLA_VF_RATE))
+    if rate is not None:
+        fields.update(min_tx_rate=rate[1], max_tx_rate=rate[2])
+    else:
+        tx = _unpack(VF_U32X2, found.get(IFLA_VF_TX_RATE))
+        if tx is not None:
+            fields["max_tx_rate"] = tx[1]
+    for kind, key in (
+        (IFLA_VF_IB_NODE_GUID, "node_guid"),
+        (IFLA_VF_IB_PORT_GUID, "port_guid"),
+    ):
+        guid = _unpack(VF_GUID, found.get(kind))
+        if guid is not None:
+            fields[key] = int_to_guid(guid[1])
+    return VfInfo(**fields)
+
+
+def decode_vfs(body: bytes) -> dict[int, VfInfo]:
+    """VF index -> VfInfo from the body of one RTM_NEWLINK answer."""
+    vflist = rtnl.attrs(body, rtnl.IFINFOMSG.size).get(IFLA_VFINFO_LIST)
     if vflist is None:
         return {}
     out: dict[int, VfInfo] = {}
-    for info in vflist.get_attrs("IFLA_VF_INFO"):
-        mac = info.get_attr("IFLA_VF_MAC")
-        if mac is None:
+    for kind, info in rtnl.iter_attrs(vflist):
+        if kind != IFLA_VF_INFO:
             continue
-        fields: dict[str, Any] = {"vf": mac["vf"], "mac": mac["mac"]}
-        vlan = info.get_attr("IFLA_VF_VLAN")
-        if vlan is not None:
-            fields.update(vlan=vlan["vlan"], qos=vlan["qos"])
-        vlist = info.get_attr("IFLA_VF_VLAN_LIST")
-        if vlist is not None:
-            entries = vlist.get_attrs("IFLA_VF_VLAN_INFO")
-            if entries:
-                first = entries[0]
-                fields.update(
-                    vlan=first["vlan"], qos=first["qos"], vlan_proto=first["vlan_proto"]
-                )
-        spoof = info.get_attr("IFLA_VF_SPOOFCHK")
-        if spoof is not None:
-            fields["spoofchk"] = _setting(spoof["spoofchk"])
-        trust = info.get_attr("IFLA_VF_TRUST")
-        if trust is not None:
-            fields["trust"] = _setting(trust["trust"])
-        state = info.get_attr("IFLA_VF_LINK_STATE")
-        if state is not None:
-            fields["link_state"] = state["link_state"]
-        rate = info.get_attr("IFLA_VF_RATE")
-        if rate is not None:
-            fields.update(
-                min_tx_rate=rate["min_tx_rate"], max_tx_rate=rate["max_tx_rate"]
-            )
-        else:
-            tx = info.get_attr("IFLA_VF_TX_RATE")
-            if tx is not None:
-                fields["max_tx_rate"] = tx["tx_rate"]
-        for attr, key in (
-            ("IFLA_VF_IB_NODE_GUID", "node_guid"),
-            ("IFLA_VF_IB_PORT_GUID", "port_guid"),
-        ):
-            guid = info.get_attr(attr)
-            if guid is not None:
-                fields[key] = int_to_guid(guid["guid"])
-        out[fields["vf"]] = VfInfo(**fields)
-    return out
-
-
-def _nl_messages(buf: bytes) -> list[tuple[int, int, bytes]]:
-    """(type, seq, whole message bytes) for each netlink message in ``buf``."""
-    out = []
-    offset = 0
-    while offset + 16 <= len(buf):
-        length, mtype, _flags, seq, _pid = struct.unpack_from("=IHHII", buf, offset)
-        if length < 16:
-            break
-        out.append((mtype, seq, buf[offset : offset + length]))
-        offset += (length + 3) & ~3
+        decoded = _decode_vf(info)
+        if decoded is not None:
+            out[decoded.vf] = decoded
     return out
 
 
@@ -267,43 +200,48 @@ PENDING = b"pending"  # parse_reply: nothing for this request in the buffer yet
 
 
 def parse_reply(buf: bytes, seq: int, what: str) -> bytes | None:
-    """The RTM_NEWLINK answering ``seq`` in ``buf``, None for an ACK or done,
-    ``PENDING`` if ``buf`` holds nothing for us; a kernel error is raised."""
-    for mtype, mseq, data in _nl_messages(buf):
-        if mseq != seq:
-            continue
-        if mtype == NLMSG_ERROR:
-            code = -struct.unpack_from("=i", data, 16)[0]
-            if code == 0:
+    """The body of the RTM_NEWLINK answering ``seq`` in ``buf``, None for an
+    ACK or done, ``PENDING`` if ``buf`` holds nothing for us; a kernel
+    refusal is raised as the contract's exception, with the kernel's reason."""
+    try:
+        for got_seq, msg in rtnl.split(buf):
+            if got_seq != seq:
+                continue
+            if msg.type == rtnl.NLMSG_ERROR:
+                err = rtnl.error_of(msg)
+                if err is None:
+                    return None
+                raise err
+            if msg.type == rtnl.RTM_NEWLINK:
+                return msg.body
+            if msg.type == rtnl.NLMSG_DONE:
                 return None
-            raise errno_error(code, what)
-        if mtype == RTM_NEWLINK:
-            return data
-        if mtype == NLMSG_DONE:
-            return None
+    except rtnl.NetlinkErrno as exc:
+        raise translate(exc, what) from exc
     return PENDING
 
 
-class PyRoute2VfOps:
+class NetlinkVfOps:
     """``VfOps`` on the real kernel (see the module doc)."""
 
     def __init__(self, sysfs: Sysfs) -> None:
         self.sysfs = sysfs
         self._seq = 0
 
-    def _talk(self, msg: vf_link_msg, what: str) -> bytes | None:
-        """Send one request; the RTM_NEWLINK reply (GET) or None (ACK)."""
-        self._seq += 1
-        msg["header"]["sequence_number"] = self._seq
-        msg["header"]["pid"] = 0
-        msg.encode()
-        return self._exchange(bytes(msg.data), self._seq, what)
+    def _talk(self, msg_type: int, flags: int, body: bytes, what: str) -> bytes | None:
+        """Send one request; the RTM_NEWLINK body (GET) or None (ACK)."""
+        self._seq = (self._seq + 1) & 0xFFFFFFFF
+        request = rtnl.pack(msg_type, flags, self._seq, body)
+        return self._exchange(request, self._seq, what)
 
     def _exchange(self, request: bytes, seq: int, what: str) -> bytes | None:
         """The kernel round trip of one encoded request (the only socket code)."""
         with socket.socket(
-            socket.AF_NETLINK, socket.SOCK_RAW | socket.SOCK_CLOEXEC, 0
+            socket.AF_NETLINK, socket.SOCK_RAW | socket.SOCK_CLOEXEC, rtnl.NETLINK_ROUTE
         ) as sock:
+            # The kernel's reason in errors, without the request echoed back.
+            sock.setsockopt(rtnl.SOL_NETLINK, rtnl.NETLINK_EXT_ACK, 1)
+            sock.setsockopt(rtnl.SOL_NETLINK, rtnl.NETLINK_CAP_ACK, 1)
             sock.bind((0, 0))
             sock.send(request)
             while True:
@@ -315,11 +253,13 @@ class PyRoute2VfOps:
                 if reply is not PENDING:
                     return reply
 
-    def _set(self, pf: str, vf: int, attr: tuple[str, Any], what: str) -> None:
-        self._talk(setlink_msg(pf, attr), f"PF {pf} VF {vf}: {what}")
+    def _set(self, pf: str, vf: int, attr: bytes, what: str) -> None:
+        body = setlink_body(pf, attr)
+        self._talk(rtnl.RTM_SETLINK, _ACKED, body, f"PF {pf} VF {vf}: {what}")
 
     def get_vf(self, pf: str, vf: int) -> VfInfo:
-        data = self._talk(getlink_msg(pf), f"PF {pf}: read VF table")
+        what = f"PF {pf}: read VF table"
+        data = self._talk(rtnl.RTM_GETLINK, rtnl.NLM_F_REQUEST, getlink_body(pf), what)
         vfs = decode_vfs(data) if data else {}
         if not vfs:
             raise NotSupported(f"PF {pf} reports no SR-IOV VFs (IFLA_VFINFO_LIST)")
@@ -347,11 +287,11 @@ class PyRoute2VfOps:
         self._set(pf, vf, link_state_attr(vf, state), f"link state {state}")
 
     def set_node_guid(self, pf: str, vf: int, guid: str) -> None:
-        attr = guid_attr("IFLA_VF_IB_NODE_GUID", vf, guid)
+        attr = guid_attr(IFLA_VF_IB_NODE_GUID, vf, guid)
         self._set(pf, vf, attr, f"node GUID {guid}")
 
     def set_port_guid(self, pf: str, vf: int, guid: str) -> None:
-        attr = guid_attr("IFLA_VF_IB_PORT_GUID", vf, guid)
+        attr = guid_attr(IFLA_VF_IB_PORT_GUID, vf, guid)
         self._set(pf, vf, attr, f"port GUID {guid}")
 
     def rebind(self, pci: str) -> None:

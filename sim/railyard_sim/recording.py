@@ -3,7 +3,7 @@
 
 This kernel has no SR-IOV and no RDMA, so on the simulated host the lab's
 dependency factory (``railyard_sim.host``) injects these two classes in place
-of ``PyRoute2VfOps`` and ``NetlinkRdmaOps``. Plugins are separate processes, so
+of ``NetlinkVfOps`` and ``NetlinkRdmaOps``. Plugins are separate processes, so
 everything lives in files of the lab directory, changed under an flock:
 
 - ``recording.json``: the PFs' VF tables (what ``ip link show <pf>`` would list),

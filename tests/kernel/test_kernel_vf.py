@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""PyRoute2VfOps on a host without SR-IOV: a veth "PF" refuses cleanly."""
+"""NetlinkVfOps on a host without SR-IOV: a veth "PF" refuses cleanly."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 
 from cni.kernel import LinkNotFound, NotSupported
 from cni.kernel.sysfs import Sysfs
-from cni.kernel.vf import PyRoute2VfOps
+from cni.kernel.vf import NetlinkVfOps
 from tests.conftest import unique_name
 from tests.kernel.conftest import Host, ip
 
@@ -36,17 +36,17 @@ def veth_pf(host: Host) -> str:
 @pytest.mark.parametrize("setter", sorted(SETTERS))
 def test_setting_a_vf_on_a_veth_is_not_supported(veth_pf: str, setter: str):
     with pytest.raises(NotSupported) as err:
-        SETTERS[setter](PyRoute2VfOps(Sysfs()), veth_pf)
+        SETTERS[setter](NetlinkVfOps(Sysfs()), veth_pf)
     assert err.value.errno == 95
 
 
 def test_reading_the_vf_table_of_a_veth_is_not_supported(veth_pf: str):
     with pytest.raises(NotSupported, match="no SR-IOV VFs"):
-        PyRoute2VfOps(Sysfs()).get_vf(veth_pf, 0)
+        NetlinkVfOps(Sysfs()).get_vf(veth_pf, 0)
 
 
 def test_a_missing_pf_is_link_not_found(host: Host):
     with pytest.raises(LinkNotFound):
-        PyRoute2VfOps(Sysfs()).set_trust("rknothere", 0, True)
+        NetlinkVfOps(Sysfs()).set_trust("rknothere", 0, True)
     with pytest.raises(LinkNotFound):
-        PyRoute2VfOps(Sysfs()).get_vf("rknothere", 0)
+        NetlinkVfOps(Sysfs()).get_vf("rknothere", 0)

@@ -14,14 +14,14 @@ from cni.kernel import Links, Netns, NicProbes, Probes, VfOps
 from cni.kernel.links import NetlinkLinks
 from cni.kernel.netns import Namespaces
 from cni.kernel.probes import RawProbes
-from cni.kernel.vf import PyRoute2VfOps
+from cni.kernel.vf import NetlinkVfOps
 
 PAIRS = [
     (Links, NetlinkLinks),
     (Netns, Namespaces),
     (Probes, RawProbes),
     (NicProbes, RawProbes),
-    (VfOps, PyRoute2VfOps),
+    (VfOps, NetlinkVfOps),
 ]
 
 

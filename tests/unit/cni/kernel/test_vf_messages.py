@@ -29,7 +29,7 @@ from cni.kernel import DeviceNotFound, LinkNotFound, NotSupported, VfInfo
 from cni.kernel.sysfs import Sysfs
 from cni.kernel.vf import (
     PENDING,
-    PyRoute2VfOps,
+    NetlinkVfOps,
     decode_vfs,
     guid_to_int,
     int_to_guid,
@@ -80,7 +80,7 @@ def ack(seq: int) -> bytes:
     return nlmsg(NLMSG_ERROR, 0, seq, struct.pack("=i", 0) + b"\0" * 16)
 
 
-class Wire(PyRoute2VfOps):
+class Wire(NetlinkVfOps):
     """The real adapter with the kernel round trip replaced by canned replies."""
 
     def __init__(self, replies: list[bytes] | None = None) -> None:
@@ -215,7 +215,7 @@ def reply_body() -> bytes:
 
 
 def test_decode_a_newlink_reply_with_a_vf_list():
-    vfs = decode_vfs(nlmsg(RTM_NEWLINK, 0, 1, reply_body()))
+    vfs = decode_vfs(reply_body())
     assert vfs == {
         0: VfInfo(
             vf=0,
@@ -284,7 +284,7 @@ def fake_vf(root, driver: str | None):
 
 def test_rebind_writes_the_pci_address_to_unbind_and_bind(tmp_path):
     drivers = fake_vf(tmp_path, "mlx5_core")
-    PyRoute2VfOps(Sysfs(tmp_path)).rebind("0000:af:00.2")
+    NetlinkVfOps(Sysfs(tmp_path)).rebind("0000:af:00.2")
     assert (drivers / "unbind").read_text() == "0000:af:00.2"
     assert (drivers / "bind").read_text() == "0000:af:00.2"
 
@@ -292,4 +292,15 @@ def test_rebind_writes_the_pci_address_to_unbind_and_bind(tmp_path):
 def test_rebind_of_an_unbound_vf_is_device_not_found(tmp_path):
     fake_vf(tmp_path, None)
     with pytest.raises(DeviceNotFound, match="not bound"):
-        PyRoute2VfOps(Sysfs(tmp_path)).rebind("0000:af:00.2")
+        NetlinkVfOps(Sysfs(tmp_path)).rebind("0000:af:00.2")
+
+
+def test_an_attribute_shorter_than_its_struct_is_left_out_not_a_crash():
+    attrs = nlattr(IFLA_VF_MAC, struct.pack("=I", 2) + MAC_B.ljust(32, b"\0"))
+    attrs += nlattr(IFLA_VF_RATE, struct.pack("=II", 2, 10))  # 8 of 12 bytes
+    attrs += nlattr(IFLA_VF_TRUST, struct.pack("=II", 2, 1))
+    body = ifinfomsg(index=7) + nlattr(IFLA_VFINFO_LIST, nlattr(IFLA_VF_INFO, attrs))
+    assert decode_vfs(body) == {2: VfInfo(vf=2, mac=MAC, trust=True)}
+    no_mac = nlattr(IFLA_VF_INFO, nlattr(IFLA_VF_MAC, b"\x02\0"))
+    body = ifinfomsg(index=7) + nlattr(IFLA_VFINFO_LIST, no_mac)
+    assert decode_vfs(body) == {}
