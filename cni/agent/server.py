@@ -58,6 +58,7 @@ next DEL (or ADD) finish the job.
 from __future__ import annotations
 
 import ctypes
+import enum
 import gc
 import io
 import logging
@@ -226,6 +227,14 @@ def _end_child(what: str, body: Callable[[], int]) -> NoReturn:
     os._exit(0 if status in (0, 1) else status)
 
 
+class Phase(enum.Enum):
+    """Where a pooled worker is, as its parent knows it."""
+
+    PREPARING = "preparing"  # a spare forked, not ready yet
+    IDLE = "idle"  # said ready; waiting to be handed a request
+    BUSY = "busy"  # serving a request (one forked for a request starts here)
+
+
 @dataclass(slots=True)
 class _Worker:
     """The parent's end of a pooled worker."""
@@ -233,8 +242,7 @@ class _Worker:
     pid: int
     control: socket.socket  # the worker says ready here and receives requests
     born: float
-    busy: bool = False  # serving a request (else preparing or idle)
-    ready: bool = False  # idle, waiting for a request
+    phase: Phase
     idle_since: float = 0.0
 
 
@@ -379,7 +387,9 @@ class Agent:
 
     def _busy(self) -> int:
         """Requests being served (a worker let go may still be finishing one)."""
-        return len(self._workers) + sum(w.busy for w in self._pool.values())
+        return len(self._workers) + sum(
+            w.phase is Phase.BUSY for w in self._pool.values()
+        )
 
     def serve_forever(self) -> None:
         """Accept until SIGTERM/SIGINT (or ``request_stop``), then drain."""
@@ -395,7 +405,9 @@ class Agent:
                     if time.monotonic() >= self._sidecar_due:
                         self._start_sidecar(listener)
                 self._tend_pool(listener)
-                controls = [w.control for w in self._pool.values() if not w.ready]
+                controls = [
+                    w.control for w in self._pool.values() if w.phase is not Phase.IDLE
+                ]
                 # At the bound the backlog holds the next connections; the
                 # workers' "ready" still comes in.
                 accepting = self._busy() < self.max_workers
@@ -451,7 +463,7 @@ class Agent:
     def _idle(self) -> list[_Worker]:
         """The idle workers, the most recently busy first: the ones handed the
         next requests (their pages are warm) and kept when idle ones retire."""
-        idle = [w for w in self._pool.values() if w.ready]
+        idle = [w for w in self._pool.values() if w.phase is Phase.IDLE]
         return sorted(idle, key=lambda w: w.idle_since, reverse=True)
 
     def _tend_pool(self, listener: socket.socket) -> None:
@@ -463,7 +475,7 @@ class Agent:
                 self._let_go(worker)
             elif n >= self.spares and now - worker.idle_since > self.idle_timeout:
                 self._let_go(worker)
-        not_busy = sum(not w.busy for w in self._pool.values())
+        not_busy = sum(w.phase is not Phase.BUSY for w in self._pool.values())
         while not_busy < self.spares and now >= self._spare_due:
             self._fork_worker(listener, None)
             not_busy += 1
@@ -475,7 +487,8 @@ class Agent:
         pid = os.fork()
         if pid:
             theirs.close()
-            self._pool[pid] = _Worker(pid, ours, time.monotonic(), busy=bool(conn))
+            phase = Phase.BUSY if conn else Phase.PREPARING
+            self._pool[pid] = _Worker(pid, ours, time.monotonic(), phase)
             return
 
         def work() -> int:
@@ -565,13 +578,13 @@ class Agent:
         except OSError:
             said = b""
         if said == _READY:
-            if worker.busy:
+            if worker.phase is Phase.BUSY:
                 log.debug("worker %d is idle again", worker.pid)
-            worker.busy, worker.ready = False, True
+            worker.phase = Phase.IDLE
             worker.idle_since = time.monotonic()
             return
         # The worker is going: unfit after a request, or it ended unready.
-        if not worker.busy:
+        if worker.phase is not Phase.BUSY:
             # It ended before it was ready. Forking the next one at once would
             # spin if preparing always fails.
             log.warning("spare worker %d ended before it was ready", worker.pid)
@@ -587,7 +600,7 @@ class Agent:
             except OSError:  # it died since it said ready: the next one
                 self._let_go(worker)
                 continue
-            worker.busy, worker.ready = True, False
+            worker.phase = Phase.BUSY
             return True
         return False
 
@@ -640,7 +653,7 @@ class Agent:
                 # Ended while pooled: before its "ready", or while serving
                 # (killed); an unfit one is let go when its socket closes.
                 pooled.control.close()
-                if not pooled.busy:
+                if pooled.phase is not Phase.BUSY:
                     self._spare_due = time.monotonic() + SIDECAR_RESTART_DELAY
                     log.warning("spare worker %d ended (%s)", pid, _exit_text(status))
                     continue
