@@ -68,6 +68,8 @@ done
 
 log() { printf 'install.sh: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
+# shellcheck source=packaging/venv.sh
+. "$(dirname "${BASH_SOURCE[0]}")/venv.sh"
 
 [ -n "$SOURCE" ] || SOURCE=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 [ -f "$SOURCE/pyproject.toml" ] || die "$SOURCE is not a railyard checkout (no pyproject.toml)"
@@ -138,18 +140,8 @@ make_dir "$PREFIX"
 if [ -e "$VENV" ] && [ -z "${OWNED[$VENV]:-}" ]; then
   die "$VENV exists but no earlier install.sh run created it; choose another --prefix"
 fi
-# An upgrade with another --python (or a python3 that changed) makes the venv
-# again: its scripts and compiled packages belong to the interpreter it was made by.
-WANT_PY=$("$PYTHON" -c 'import os, sys; print(os.path.realpath(sys.executable))')
-HAVE_PY=$(sed -n 's/^executable = //p' "$VENV/pyvenv.cfg" 2>/dev/null || true)
-if [ -x "$VENV/bin/python" ] && [ "$HAVE_PY" != "$WANT_PY" ]; then
-  log "venv $VENV was made by ${HAVE_PY:-another interpreter}, not $WANT_PY: making it again"
-  rm -rf "$VENV"
-fi
-if [ ! -x "$VENV/bin/python" ]; then
-  log "creating venv $VENV"
-  "$PYTHON" -m venv "$VENV"
-fi
+# An upgrade with another --python (or a python3 that changed) makes it again.
+fresh_venv "$PYTHON" "$VENV"
 # Bytecode is compiled at install (pip's default; PIP_NO_COMPILE would undo it,
 # and every plugin exec would then recompile in a read-only /opt).
 unset PIP_NO_COMPILE PIP_USER PYTHONPATH PYTHONHOME
