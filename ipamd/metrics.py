@@ -179,18 +179,13 @@ class MetricsEndpoint:
     def __init__(self, listen: str, registry: CollectorRegistry) -> None:
         from prometheus_client import MetricsHandler
 
-        from ipamd.http_endpoint import HttpEndpoint
+        from ipamd.http_endpoint import HttpEndpoint, parse_listen
 
-        host, sep, port = listen.rpartition(":")
-        if not sep or not host or not port.isdigit():
-            raise ValueError(f"metrics listen address {listen!r}: expected HOST:PORT")
+        host, port = parse_listen(listen)
         self._endpoint = HttpEndpoint(
-            host.strip("[]"),
-            int(port),
-            MetricsHandler.factory(registry),
-            "ipamd-metrics",
+            host, port, MetricsHandler.factory(registry), "ipamd-metrics"
         )
-        self.address = f"{host}:{self._endpoint.port}"
+        self.address = self._endpoint.address
         log.info("metrics on http://%s/metrics", self.address)
 
     def stop(self) -> None:

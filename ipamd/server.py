@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import grpc
 
 from ipamd.engine import Engine
-from ipamd.http_endpoint import HttpEndpoint
+from ipamd.http_endpoint import HttpEndpoint, parse_listen
 from ipamd.servicer import IpamServicer, add_to_server
 from ipamd.settings import Settings
 from ipamd.store import Store, StoreError
@@ -114,7 +114,7 @@ class _HealthServer:
     while the writer runs. Plain HTTP (an httpGet probe needs no TLS)."""
 
     def __init__(self, listen: str, engine: Engine) -> None:
-        host, _, port = listen.rpartition(":")
+        host, port = parse_listen(listen, default_host="0.0.0.0")
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
@@ -137,9 +137,8 @@ class _HealthServer:
             def log_message(self, format: str, *args: Any) -> None:
                 pass  # probes every few seconds would flood the log
 
-        host = host or "0.0.0.0"
-        self._endpoint = HttpEndpoint(host, int(port), Handler, "ipamd-health")
-        self.address = f"{host}:{self._endpoint.port}"
+        self._endpoint = HttpEndpoint(host, port, Handler, "ipamd-health")
+        self.address = self._endpoint.address
 
     def close(self) -> None:
         self._endpoint.stop()

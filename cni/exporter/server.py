@@ -8,18 +8,16 @@ its own through the collector's direct text rendering, which costs a third of
 the CPU of the registry path at 64 devices (the budget is 100 ms a scrape).
 The ``railyard-exporter`` CLI is ``build_collector`` + ``serve`` + wait.
 
-Imports prometheus_client; the ethtool adapter (pyroute2) only when the real
-sources are built.
+Imports prometheus_client and the stdlib HTTP endpoint ipamd serves its own
+``/metrics`` with; the ethtool adapter (pyroute2) only when the real sources
+are built.
 """
 
 from __future__ import annotations
 
 import logging
-import socket
-import threading
 from collections.abc import Callable
-from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry
@@ -28,12 +26,9 @@ from cni.exporter.collector import RdmaCollector
 from cni.exporter.owners import OwnerLabels
 from cni.exporter.sources import NetdevStatsSource, RdmaStatsSource, SysfsRdmaStats
 from cni.kernel.sysfs import Sysfs
+from ipamd.http_endpoint import HttpEndpoint, parse_listen
 
 log = logging.getLogger(__name__)
-
-#: How often the serve loop looks for a stop request: stop() waits up to this
-#: long (the standard library's default is half a second).
-STOP_POLL_SECONDS = 0.1
 
 DEFAULT_LISTEN = "0.0.0.0:9435"
 
@@ -71,14 +66,6 @@ def register(registry: CollectorRegistry, collector: RdmaCollector) -> None:
     registry.register(collector)
 
 
-def parse_listen(listen: str) -> tuple[str, int]:
-    """``host:port`` (``[v6]:port`` too) -> (host, port); ValueError otherwise."""
-    host, sep, port = listen.rpartition(":")
-    if not sep or not port.isdigit() or not host:
-        raise ValueError(f"listen address {listen!r}: expected HOST:PORT")
-    return host.strip("[]"), int(port)
-
-
 #: The text exposition format ``RdmaCollector.render`` writes.
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 Render = Callable[[], bytes]
@@ -107,40 +94,11 @@ class _Handler(BaseHTTPRequestHandler):
         log.debug("%s %s", self.address_string(), format % args)
 
 
-class _V6Server(ThreadingHTTPServer):
-    address_family = socket.AF_INET6
-
-
-@dataclass
-class MetricsServer:
-    """A running ``/metrics`` endpoint; ``port`` is the bound one (0 picks)."""
-
-    server: ThreadingHTTPServer
-    thread: threading.Thread
-    host: str
-    port: int
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(5)
-
-
-def serve(listen: str, render: Render) -> MetricsServer:
+def serve(listen: str, render: Render) -> HttpEndpoint:
     """Serve ``render()`` (e.g. ``RdmaCollector.render``) as ``/metrics`` on
-    ``listen`` from a daemon thread."""
+    ``listen`` from a daemon thread; ``port`` is the bound one (0 picks)."""
     host, port = parse_listen(listen)
     handler = type("RdmaMetricsHandler", (_Handler,), {"render": staticmethod(render)})
-    server_class = _V6Server if ":" in host else ThreadingHTTPServer
-    server = server_class((host, port), handler)
-    server.daemon_threads = True
-    thread = threading.Thread(
-        target=server.serve_forever,
-        args=(STOP_POLL_SECONDS,),
-        name="rdma-metrics",
-        daemon=True,
-    )
-    thread.start()
-    bound = int(server.server_address[1])
-    log.info("RDMA metrics on http://%s:%d/metrics", host, bound)
-    return MetricsServer(server, thread, host, bound)
+    endpoint = HttpEndpoint(host, port, handler, "rdma-metrics")
+    log.info("RDMA metrics on http://%s/metrics", endpoint.address)
+    return endpoint
