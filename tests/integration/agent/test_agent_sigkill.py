@@ -20,8 +20,9 @@ import random
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -185,6 +186,34 @@ def test_agent_killed_mid_del_while_ipamd_stalls_then_del_again_finishes(
     assert_all_home(lab, pod, vf_mac, tmp_path)
 
 
+@contextmanager
+def failing_as(label: str) -> Iterator[None]:
+    """An assertion failing inside names ``label`` (the seeded point to rerun)."""
+    try:
+        yield
+    except AssertionError as exc:
+        raise AssertionError(label) from exc
+
+
+def finished_despite_a_kill(
+    lab: Lab, delay: float, command: Callable[..., object], *args: object
+) -> bool:
+    """Run ``command(*args)`` (a runtime's ADD or DEL) and SIGKILL the agent's
+    group ``delay`` s into it: True when the command completed anyway, False
+    when the kill failed it."""
+    with ThreadPoolExecutor(1) as pool:
+        running = pool.submit(command, *args)
+        time.sleep(delay)
+        agent_pid = agent.running_pid(lab.dir)
+        assert agent_pid is not None
+        os.killpg(agent_pid, signal.SIGKILL)
+        try:
+            running.result(timeout=30)
+        except PluginError:
+            return False
+    return True
+
+
 #: Delays (s) after a DEL starts at which the agent's group is killed; seeded
 #: so a failure names a point that can be run again.
 KILL_SEED = 20261203
@@ -203,24 +232,13 @@ def test_agent_killed_at_random_points_of_del_then_del_again_finishes(
         delay = rng.uniform(0.0, 0.08)
         att = Attachment(f"ck{point}", pod, "net1")
         rt.add(conf, att)
-        with ThreadPoolExecutor(1) as pool:
-            deleting = pool.submit(rt.delete, conf, att)
-            time.sleep(delay)
-            agent_pid = agent.running_pid(lab.dir)
-            assert agent_pid is not None
-            os.killpg(agent_pid, signal.SIGKILL)
-            try:
-                deleting.result(timeout=30)
-                outcomes["finished"] += 1
-            except PluginError:
-                outcomes["killed"] += 1
+        if finished_despite_a_kill(lab, delay, rt.delete, conf, att):
+            outcomes["finished"] += 1
+        else:
+            outcomes["killed"] += 1
         rt.delete(conf, att)  # the runtime's next DEL, direct mode
-        try:
+        with failing_as(f"seed {KILL_SEED} point {point} ({delay:.3f}s)"):
             assert_all_home(lab, pod, vf_mac, tmp_path)
-        except AssertionError as exc:
-            raise AssertionError(
-                f"seed {KILL_SEED} point {point} ({delay:.3f}s)"
-            ) from exc
         agent.start(lab.dir)
     # both sides of the race were exercised, not only kills after DEL ended
     assert outcomes["killed"] > 0, outcomes
@@ -254,24 +272,12 @@ def test_agent_killed_at_random_points_of_an_rdma_chain_leaves_nothing_behind(
             rt.add(conf, att)
             assert rdma_location(lab.dir, vf.rdma) == pod
         command = rt.add if phase == "ADD" else rt.delete
-        with ThreadPoolExecutor(1) as pool:
-            running = pool.submit(command, conf, att)
-            time.sleep(delay)
-            agent_pid = agent.running_pid(lab.dir)
-            assert agent_pid is not None
-            os.killpg(agent_pid, signal.SIGKILL)
-            try:
-                running.result(timeout=30)
-                outcomes[phase, "ok"] += 1
-            except PluginError:
-                outcomes[phase, "kill"] += 1
+        finished = finished_despite_a_kill(lab, delay, command, conf, att)
+        outcomes[phase, "ok" if finished else "kill"] += 1
         rt.delete(conf, att)  # the runtime's next DEL, direct mode
-        try:
+        label = f"seed {KILL_SEED + 1} point {point}: {phase} killed after {delay:.3f}s"
+        with failing_as(label):
             assert rdma_location(lab.dir, vf.rdma) is None
             assert_all_home(lab, pod, vf_mac, tmp_path)
-        except AssertionError as exc:
-            raise AssertionError(
-                f"seed {KILL_SEED + 1} point {point}: {phase} killed after {delay:.3f}s"
-            ) from exc
         agent.start(lab.dir)
     assert outcomes["ADD", "kill"] > 0 and outcomes["DEL", "kill"] > 0, outcomes
