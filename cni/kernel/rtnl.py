@@ -238,6 +238,22 @@ def error_of(msg: Message) -> NetlinkErrno | None:
     return NetlinkErrno(code, said)
 
 
+def open_socket() -> socket.socket:
+    """A bound NETLINK_ROUTE socket in the calling thread's netns."""
+    sock = socket.socket(
+        socket.AF_NETLINK, socket.SOCK_RAW | socket.SOCK_CLOEXEC, NETLINK_ROUTE
+    )
+    try:
+        # The kernel's reason in errors, without the request echoed back.
+        sock.setsockopt(SOL_NETLINK, NETLINK_EXT_ACK, 1)
+        sock.setsockopt(SOL_NETLINK, NETLINK_CAP_ACK, 1)
+        sock.bind((0, 0))
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
 class RtnlSocket:
     """One NETLINK_ROUTE socket, in the netns of the thread that opened it.
 
@@ -251,18 +267,7 @@ class RtnlSocket:
 
     @classmethod
     def open(cls) -> RtnlSocket:
-        sock = socket.socket(
-            socket.AF_NETLINK, socket.SOCK_RAW | socket.SOCK_CLOEXEC, NETLINK_ROUTE
-        )
-        try:
-            # The kernel's reason in errors, without the request echoed back.
-            sock.setsockopt(SOL_NETLINK, NETLINK_EXT_ACK, 1)
-            sock.setsockopt(SOL_NETLINK, NETLINK_CAP_ACK, 1)
-            sock.bind((0, 0))
-        except OSError:
-            sock.close()
-            raise
-        return cls(sock)
+        return cls(open_socket())
 
     def request(self, msg_type: int, flags: int, body: bytes) -> list[Message]:
         """The kernel's answers to one request (without the final ACK or DONE).

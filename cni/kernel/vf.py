@@ -152,11 +152,11 @@ def _decode_vf(info: bytes) -> VfInfo | None:
         fields.update(vlan=vlan[1], qos=vlan[2])
     vlans = found.get(IFLA_VF_VLAN_LIST)
     if vlans is not None:
-        first = rtnl.attrs(vlans).get(IFLA_VF_VLAN_INFO)
-        head = _unpack(VF_U32X3, first)
-        if first is not None and head is not None and len(first) >= 14:
-            proto = struct.unpack_from(">H", first, VF_U32X3.size)[0]
-            fields.update(vlan=head[1], qos=head[2], vlan_proto=proto)
+        info = rtnl.attrs(vlans).get(IFLA_VF_VLAN_INFO, b"")
+        head = _unpack(VF_U32X3, info)
+        tail = _unpack(VLAN_PROTO, info[VF_U32X3.size :])
+        if head is not None and tail is not None:
+            fields.update(vlan=head[1], qos=head[2], vlan_proto=tail[0])
     for kind, key in ((IFLA_VF_SPOOFCHK, "spoofchk"), (IFLA_VF_TRUST, "trust")):
         setting = _unpack(VF_U32X2, found.get(kind))
         if setting is not None:
@@ -236,13 +236,7 @@ class NetlinkVfOps:
 
     def _exchange(self, request: bytes, seq: int, what: str) -> bytes | None:
         """The kernel round trip of one encoded request (the only socket code)."""
-        with socket.socket(
-            socket.AF_NETLINK, socket.SOCK_RAW | socket.SOCK_CLOEXEC, rtnl.NETLINK_ROUTE
-        ) as sock:
-            # The kernel's reason in errors, without the request echoed back.
-            sock.setsockopt(rtnl.SOL_NETLINK, rtnl.NETLINK_EXT_ACK, 1)
-            sock.setsockopt(rtnl.SOL_NETLINK, rtnl.NETLINK_CAP_ACK, 1)
-            sock.bind((0, 0))
+        with rtnl.open_socket() as sock:
             sock.send(request)
             while True:
                 # A PF with many VFs answers with a large message: peek its size.
