@@ -289,6 +289,7 @@ def webhook_serve(
             "the webhook needs the Kubernetes client: pip install "
             "'railyard-cni[webhook]' (packaging/install.sh --with-webhook)"
         )
+    from ipamd.http_endpoint import parse_listen
     from railyard.webhook.kube import KubeError, KubernetesApi
     from railyard.webhook.server import serve
 
@@ -297,14 +298,14 @@ def webhook_serve(
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    host, _, port = listen.rpartition(":")
     try:
+        host, port = parse_listen(listen, default_host="0.0.0.0")
         api = (
             KubernetesApi.from_kubeconfig(kubeconfig)
             if kubeconfig
             else KubernetesApi.in_cluster()
         )
-        serve(api, host or "0.0.0.0", int(port), cert, key)
+        serve(api, host, port, cert, key)
     except (KubeError, OSError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
 
