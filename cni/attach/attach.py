@@ -29,7 +29,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from cni.attach.allocation import Allocations
-from cni.attach.conf import DEFAULT_RULE_PRIORITY
 from cni.attach.detection import DetectionPolicy, announce, start_detection
 from cni.attach.device import (
     VfDevice,
@@ -53,6 +52,7 @@ from cni.attach.routing import (
 from cni.errors import DEVICE_ERROR, INVALID_CONFIG, IPAM_ERROR, CniError
 from cni.ipam import IpamAddress, IpamClient, IpamRequest, IpamRoute
 from cni.kernel import LinkInfo
+from cni.netconf_fields import DEFAULT_RULE_PRIORITY
 from cni.record.store import VfRecords
 from cni.record.vf import PfSettings, Stage, VfState
 from cni.rollback import Rollback
