@@ -129,12 +129,11 @@ TRANSITIONS: dict[Stage, frozenset[Stage]] = {
 }
 
 
-def read_stage(value: object) -> Stage:
+def read_stage(value: str | None) -> Stage:
     """The stage a record's ``stage`` value names (any release's)."""
     if not value:
         return Stage.NEW
-    legacy = _LEGACY_STAGES.get(str(value))
-    return legacy if legacy is not None else Stage(value)
+    return _LEGACY_STAGES.get(value) or Stage(value)
 
 
 @dataclass(slots=True)
