@@ -39,6 +39,7 @@ from cni.kernel import (
     NotSupported,
     Probes,
 )
+from cni.kernel.cni_errors import cni_error
 from cni.netconf_fields import DEFAULT_DETECTION_WINDOW_MS
 
 log = logging.getLogger(__name__)
@@ -122,6 +123,8 @@ def detect(
     except NotSupported as exc:
         log.info("IP conflict and gateway checks skipped on %s: %s", ifname, exc)
         return
+    except KernelError as exc:
+        raise cni_error(exc, f"failed to probe for IP conflicts on {ifname}") from exc
     if report.conflict is not None:
         raise _conflict_error(ifname, report.conflict.ip, report.conflict.mac)
     for check, answer in report.gateways:
@@ -148,6 +151,8 @@ def _detect_in_turn(
             except NotSupported as exc:
                 log.info("IP conflict check skipped on %s: %s", ifname, exc)
                 break
+            except KernelError as exc:
+                raise cni_error(exc, f"failed to probe for {addr} on {ifname}") from exc
             if answer is not None:
                 raise _conflict_error(ifname, addr, answer.mac)
     for check in checks:
@@ -158,6 +163,10 @@ def _detect_in_turn(
         except NotSupported as exc:
             log.info("gateway check skipped on %s: %s", ifname, exc)
             break
+        except KernelError as exc:
+            raise cni_error(
+                exc, f"failed to probe gateway {check.gateway} on {ifname}"
+            ) from exc
         if answer is None:
             raise _gateway_error(ifname, check, policy)
         log.debug("gateway %s answered from %s", check.gateway, answer.mac)

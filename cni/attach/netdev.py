@@ -22,7 +22,7 @@ import logging
 from collections.abc import Callable
 from functools import partial
 
-from cni.errors import DEVICE_ERROR, NETNS_ERROR, CniError
+from cni.errors import DEVICE_ERROR, CniError
 from cni.kernel import (
     KernelError,
     LinkExists,
@@ -30,8 +30,8 @@ from cni.kernel import (
     LinkNotFound,
     Links,
     Netns,
-    NetnsNotFound,
 )
+from cni.kernel.cni_errors import cni_error, kernel_step
 from cni.rollback import Rollback
 
 log = logging.getLogger(__name__)
@@ -183,9 +183,9 @@ def move_into_pod(
     """Move the host VF netdev into ``pod_netns`` named ``ifname``; undo on ``rb``."""
     try:
         namespaces.check(pod_netns)
-    except NetnsNotFound as exc:
-        raise CniError(
-            NETNS_ERROR, f"failed to open netns {pod_netns!r}", str(exc)
+    except KernelError as exc:
+        raise cni_error(
+            exc, f"failed to open netns {pod_netns!r} to move {host_name} into"
         ) from exc
     if links.find(ifname, pod_netns) is not None:
         # SPEC.md "ADD": error if the interface already exists in the container.
@@ -204,8 +204,8 @@ def move_into_pod(
         ) from exc
     except KernelError as exc:
         _guard_stranded(links, namespaces, host_name, ifname, pod_netns, rb)
-        raise CniError(
-            DEVICE_ERROR, f"setupVF failed: moving {host_name} into the pod", str(exc)
+        raise cni_error(
+            exc, f"setupVF failed: moving {host_name} into the pod"
         ) from exc
     rb.push(
         lambda: return_to_host(links, namespaces, ifname, pod_netns, host_name),
@@ -277,7 +277,7 @@ def _set_undoable(
     try:
         apply()
     except KernelError as exc:
-        raise CniError(DEVICE_ERROR, error, str(exc)) from exc
+        raise cni_error(exc, error) from exc
 
 
 def configure_in_pod(
@@ -300,7 +300,7 @@ def configure_in_pod(
             partial(links.set_mac, ifname, mac, netns),
             partial(links.set_mac, ifname, orig.mac, netns),
             f"restore MAC of {ifname}",
-            f"failed to set netlink MAC address to {mac}",
+            f"failed to set netlink MAC address to {mac} on {ifname}",
         )
     if mtu and mtu != orig.mtu:
         _set_undoable(
@@ -322,7 +322,8 @@ def configure_in_pod(
         except (KernelError, OSError) as exc:
             log.debug("sysctl %s=1 in %s ignored: %s", key, netns, exc)
     rb.push(lambda: links.set_down(ifname, netns), f"set {ifname} down")
-    links.set_up(ifname, netns)
+    with kernel_step(f"failed to set link {ifname} up in {netns}"):
+        links.set_up(ifname, netns)
     if (mac and mac != orig.mac) or (mtu and mtu != orig.mtu):
         # Something was written: report the MAC and MTU as the kernel took them.
         return links.get(ifname, netns)
@@ -389,8 +390,6 @@ def rename_in_host(links: Links, namespaces: Netns, name: str, host_name: str) -
     except LinkNotFound:
         raise
     except KernelError as exc:
-        raise CniError(
-            DEVICE_ERROR,
-            f"failed to rename link {name} to host name {host_name}",
-            str(exc),
+        raise cni_error(
+            exc, f"failed to rename link {name} to host name {host_name}"
         ) from exc

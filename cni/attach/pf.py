@@ -18,8 +18,9 @@ from collections.abc import Callable
 from functools import partial
 from typing import NamedTuple
 
-from cni.errors import DEVICE_ERROR, CniError
+from cni.errors import CniError
 from cni.kernel import KernelError, NotSupported, VfInfo, VfOps
+from cni.kernel.cni_errors import cni_error
 from cni.record.vf import PfSettings
 from cni.rollback import Rollback
 
@@ -33,11 +34,11 @@ def _on_off(flag: bool | None) -> str:
     return "on" if flag else "off"
 
 
-def _fail(pf: str, vf: int, what: str, exc: Exception) -> CniError:
-    return CniError(
-        DEVICE_ERROR,
+def _fail(pf: str, vf: int, what: str, exc: KernelError) -> CniError:
+    return cni_error(
+        exc,
         f"failed to configure VF {vf} of {pf}",
-        f"SRIOV-CNI failed to configure VF: {what}: {exc}",
+        f"SRIOV-CNI failed to configure VF: {what}",
     )
 
 
@@ -117,8 +118,8 @@ def read_vf(ops: VfOps, pf: str, vf: int) -> VfInfo:
     try:
         return ops.get_vf(pf, vf)
     except KernelError as exc:
-        raise CniError(
-            DEVICE_ERROR, f"failed to find vf {vf}", f"reading {pf}'s VF table: {exc}"
+        raise cni_error(
+            exc, f"failed to find vf {vf}", f"reading {pf}'s VF table"
         ) from exc
 
 

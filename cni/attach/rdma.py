@@ -54,7 +54,7 @@ from collections.abc import Sequence
 from enum import StrEnum
 from typing import Protocol
 
-from cni.errors import DEVICE_ERROR, NETNS_ERROR, CniError
+from cni.errors import DEVICE_ERROR, CniError
 from cni.kernel import (
     DeviceNotFound,
     InvalidArgument,
@@ -63,6 +63,7 @@ from cni.kernel import (
     NotSupported,
     RdmaOps,
 )
+from cni.kernel.cni_errors import cni_error
 from cni.rollback import Rollback
 
 log = logging.getLogger(__name__)
@@ -127,9 +128,7 @@ def require_exclusive(rdma: RdmaOps) -> None:
             DEVICE_ERROR, "RDMA is not available on this host", str(exc)
         ) from exc
     except KernelError as exc:
-        raise CniError(
-            DEVICE_ERROR, "failed to read the RDMA subsystem netns mode", str(exc)
-        ) from exc
+        raise cni_error(exc, "failed to read the RDMA subsystem netns mode") from exc
     if mode != "exclusive":
         raise CniError(
             DEVICE_ERROR,
@@ -144,14 +143,10 @@ def move_rdma_in(rdma: RdmaOps, dev: str, netns: str, rb: Rollback) -> None:
     try:
         rdma.move(dev, netns)
     except NetnsNotFound as exc:
-        raise CniError(
-            NETNS_ERROR, f"failed to open netns {netns!r}", str(exc)
-        ) from exc
+        raise cni_error(exc, f"failed to open netns {netns!r}") from exc
     except KernelError as exc:
-        raise CniError(
-            DEVICE_ERROR,
-            f"failed to move RDMA device {dev} to netns {netns}",
-            str(exc),
+        raise cni_error(
+            exc, f"failed to move RDMA device {dev} to netns {netns}"
         ) from exc
     rb.push(lambda: _move_back(rdma, dev, netns), f"move RDMA device {dev} back")
     log.info("RDMA device %s moved into %s", dev, netns)
@@ -182,12 +177,12 @@ def move_rdma_out(rdma: RdmaOps, dev: str, netns: str | None) -> MoveOutcome:
         except DeviceNotFound:
             log.info("RDMA device %s is not in %s", dev, netns)
         except NotSupported as exc:
-            raise CniError(DEVICE_ERROR, failure, str(exc)) from exc
+            raise cni_error(exc, failure) from exc
         except KernelError as exc:
             if _in_host(rdma, dev):
                 log.info("RDMA device %s already in the host (%s)", dev, exc)
                 return MoveOutcome.ALREADY_HOME
-            raise CniError(DEVICE_ERROR, failure, str(exc)) from exc
+            raise cni_error(exc, failure) from exc
         else:
             log.info("RDMA device %s moved back to the host from %s", dev, netns)
             return MoveOutcome.MOVED

@@ -43,9 +43,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 
-from cni.errors import DEVICE_ERROR, CniError
 from cni.ipam import IpamAddress, IpamRoute
 from cni.kernel import KernelError, LinkExists, Links, RouteSpec, RuleSpec
+from cni.kernel.cni_errors import cni_error, kernel_step
 from cni.rollback import Rollback
 
 log = logging.getLogger(__name__)
@@ -221,8 +221,8 @@ def add_addresses(
         except LinkExists:
             continue  # a retried ADD finds its own address; not ours to undo
         except KernelError as exc:
-            raise CniError(
-                DEVICE_ERROR, f"failed to add IP address {cidr} to {ifname}", str(exc)
+            raise cni_error(
+                exc, f"failed to add IP address {cidr} to {ifname}"
             ) from exc
         rb.push(
             partial(links.del_address, ifname, cidr, netns),
@@ -239,11 +239,14 @@ def apply_routing(
     saved: list[RouteSpec] = []
     for route in plan.main_defaults:
         fam = AF_INET6 if ":" in route.dst else AF_INET
-        for old in links.routes(MAIN_TABLE, fam, netns):
-            if old.dst == route.dst:
-                links.del_route(old, netns)
-                rb.push(partial(links.add_route, old, netns), f"restore {old.dst}")
-                saved.append(old)
+        with kernel_step(
+            f"failed to take over the main-table route {route.dst} for {route.dev}"
+        ):
+            for old in links.routes(MAIN_TABLE, fam, netns):
+                if old.dst == route.dst:
+                    links.del_route(old, netns)
+                    rb.push(partial(links.add_route, old, netns), f"restore {old.dst}")
+                    saved.append(old)
         _add_route(links, route, netns, rb)
     for rule in plan.rules:
         try:
@@ -251,10 +254,9 @@ def apply_routing(
         except LinkExists:
             continue  # a retried ADD finds its own rule
         except KernelError as exc:
-            raise CniError(
-                DEVICE_ERROR,
-                f"failed to add rule from {rule.src} lookup {rule.table}",
-                str(exc),
+            raise cni_error(
+                exc,
+                f"failed to add rule from {rule.src} lookup {rule.table} in {netns}",
             ) from exc
         rb.push(
             partial(links.del_rule, rule, netns),
@@ -269,11 +271,10 @@ def _add_route(links: Links, route: RouteSpec, netns: str, rb: Rollback) -> None
     except LinkExists:
         return
     except KernelError as exc:
-        raise CniError(
-            DEVICE_ERROR,
-            f"failed to add route {route.dst} via {route.gw or route.dev} "
-            f"table {route.table}",
-            str(exc),
+        via = f" via {route.gw}" if route.gw else ""
+        dev = f" dev {route.dev}" if route.dev else ""
+        raise cni_error(
+            exc, f"failed to add route {route.dst}{via}{dev} table {route.table}"
         ) from exc
     rb.push(
         lambda: links.del_route(route, netns),

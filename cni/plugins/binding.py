@@ -15,7 +15,11 @@ then fail the command with every failure named (``gc_failed``), so the runtime
 retries later and an operator sees what is stuck; nothing is ever left behind
 silently.
 
-Imports: standard library and the light ``cni.errors``/``cni.skel``.
+A kernel error no step translated becomes its CNI code here
+(``cni.kernel.cni_errors``), never an internal error.
+
+Imports: standard library and the light ``cni.errors``/``cni.skel``/``cni.kernel``
+contract.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from cni.errors import DEVICE_ERROR, CniError
+from cni.kernel import KernelError
+from cni.kernel.cni_errors import cni_error
 from cni.skel import CmdArgs, PluginFuncs
 
 if TYPE_CHECKING:
@@ -80,6 +86,11 @@ def bind(
                 )
                 try:
                     return fn(args, conf, deps, ipam)
+                except KernelError as exc:
+                    # The last resort: every step names itself (cni_errors).
+                    raise cni_error(
+                        exc, f"{command} of {args.ifname or 'the network'} failed"
+                    ) from exc
                 finally:
                     if ipam is not None:
                         ipam.close()

@@ -59,6 +59,7 @@ from cni.deps import default_deps
 from cni.errors import CHECK_FAILED, DEVICE_ERROR, STATUS_UNAVAILABLE, CniError
 from cni.ipam import IpamClient
 from cni.kernel import KernelError, NotSupported, Timeout
+from cni.kernel.cni_errors import cni_error
 from cni.plugins.binding import Commands, bind, gc_failed
 from cni.plugins.ib_sriov.config import IbConf, load_conf
 from cni.record.sections import IbSection
@@ -125,9 +126,7 @@ def rebind_and_wait(
         try:
             deps.vf.rebind(pci)
         except KernelError as exc:
-            raise CniError(
-                DEVICE_ERROR, f"failed to rebind the driver of VF {pci}", str(exc)
-            ) from exc
+            raise cni_error(exc, f"failed to rebind the driver of VF {pci}") from exc
         rdma_dev = None
         try:
             name = deps.waiter.wait_netdev(pci, timeout)
@@ -135,11 +134,16 @@ def rebind_and_wait(
                 left = max(timeout - (time.monotonic() - started), 0.0)
                 rdma_dev = deps.waiter.wait_rdma(pci, left)
         except Timeout as exc:
-            raise CniError(
-                DEVICE_ERROR,
+            raise cni_error(
+                exc,
                 f"VF {pci} did not come back within {timeout:g}s after the driver "
                 "rebind",
-                str(exc),
+            ) from exc
+        except KernelError as exc:
+            raise cni_error(
+                exc,
+                f"failed to wait for VF {pci}'s netdev and RDMA device after the "
+                "driver rebind",
             ) from exc
     log.info("VF %s is back as %s after %.3fs", pci, name, time.monotonic() - started)
     return name, rdma_dev
@@ -153,10 +157,8 @@ def _set_guids(deps: Deps, pf: str, vf: int, node: str, port: str) -> None:
         try:
             setter(pf, vf, guid)
         except KernelError as exc:
-            raise CniError(
-                DEVICE_ERROR,
-                f"failed to set the {what} GUID of VF {vf} on {pf} to {guid}",
-                str(exc),
+            raise cni_error(
+                exc, f"failed to set the {what} GUID of VF {vf} on {pf} to {guid}"
             ) from exc
 
 

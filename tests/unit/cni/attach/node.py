@@ -7,6 +7,8 @@ tmp state dir. ``add``/``delete``/``check``/``gc`` run a plugin command the
 way ``cni.skel`` would, with the fake kernel as its ``Deps``: this module is
 the one place that knows the plugins' command signatures and the state dir
 layout, so the tests read as behaviour and survive a reshaping of either.
+``run`` goes through the plugin's real entry instead (``cni.skel.run_plugin``),
+for what the runtime reads: the error JSON's code and message.
 
 ``snapshot(vf)`` is everything ADD records about a VF and DEL must put back:
 the netdev's netns, name, MAC and MTU, the PF's VF entry (MAC, VLAN, QoS,
@@ -15,15 +17,17 @@ spoofchk, trust, link state, rates, GUIDs) and the RDMA device's netns.
 
 from __future__ import annotations
 
+import io
 import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cni.errors import CniError
 from cni.ipam import Attachment
 from cni.kernel import NetnsPath, RouteSpec, VfInfo
 from cni.plugins.registry import plugin
-from cni.skel import CmdArgs, PluginFuncs
+from cni.skel import CmdArgs, PluginFuncs, run_plugin
 from tests.doubles.fake_ipam import FakeIpam, FakePool
 from tests.doubles.fake_kernel import FakeKernel
 
@@ -205,6 +209,32 @@ class Node:
         funcs = self.funcs(conf)
         fn = {"ADD": funcs.add, "DEL": funcs.del_, "CHECK": funcs.check}[command]
         return fn(self.args(command, conf, netns, **kw))
+
+    def run(self, command: str, conf: dict[str, Any], netns: str) -> None:
+        """``command`` through the plugin's real entry (``cni.skel.run_plugin``,
+        env and stdin as a runtime passes them); its error JSON is raised as
+        the ``CniError`` it carries."""
+        env = {
+            **self.env,
+            "CNI_COMMAND": command,
+            "CNI_CONTAINERID": "c1",
+            "CNI_NETNS": netns,
+            "CNI_IFNAME": "net1",
+            "CNI_PATH": "/opt/cni/bin",
+        }
+        out = io.StringIO()
+        code = run_plugin(
+            self.funcs(conf),
+            conf["type"],
+            env=env,
+            stdin=io.BytesIO(json.dumps(conf).encode()),
+            stdout=out,
+            stderr=io.StringIO(),
+            deadline_seconds=None,
+        )
+        if code != 0:
+            doc = json.loads(out.getvalue())
+            raise CniError(doc["code"], doc["msg"], doc.get("details", ""))
 
     def add(self, conf: dict[str, Any], netns: str, **kw: Any) -> Any:
         return self._run("ADD", conf, netns, **kw)

@@ -10,6 +10,10 @@ rates, GUIDs) as it was, the RDMA device home, the pod as the runtime made
 it, the address released exactly once and no record or marker left. A DEL
 that fails at a step must be completed by the runtime's retry, with the same
 end state. When the undo fails too, the record must let DEL finish the job.
+
+Every command runs through the plugin's real entry (``cni.skel.run_plugin``):
+the runtime reads a failure as its error JSON, which must carry the device
+error code (never 999, "internal") and name the step and the device.
 """
 
 from __future__ import annotations
@@ -23,8 +27,7 @@ from typing import Any
 
 import pytest
 
-from cni.errors import CniError
-from cni.kernel import KernelError
+from cni.errors import DEVICE_ERROR, CniError
 from tests.unit.cni.attach.node import Node, Snapshot, Vf
 
 #: Journal entries that change the host (or, for probe_nic, decide the ADD).
@@ -60,6 +63,33 @@ STEPS = frozenset(
         "del_address",
     }
 )
+
+#: What the error of an ADD failing at each step says it was doing.
+STEP_NAMED = {
+    "get_vf": "failed to find vf",
+    "set_vf_vlan": "vlan configuration",
+    "set_vf_mac": "MAC address",
+    "set_vf_rate": "tx_rate",
+    "set_vf_spoofchk": "spoofchk",
+    "set_vf_trust": "trust",
+    "set_vf_link_state": "link state",
+    "set_vf_node_guid": "node GUID",
+    "set_vf_port_guid": "port GUID",
+    "rebind": "rebind",
+    "wait_netdev": "after the driver rebind",
+    "wait_rdma": "after the driver rebind",
+    "rdma_move": "move RDMA device",
+    "netns_check": "open netns",
+    "move_renamed": "into the pod",
+    "rename": "into the pod",
+    "set_mac": "MAC address",
+    "set_mtu": "MTU",
+    "set_up": "up in",
+    "add_address": "IP address",
+    "probe_nic": "probe for IP conflicts",
+    "add_route": "add route",
+    "add_rule": "add rule",
+}
 
 FULL_SRIOV: dict[str, Any] = {
     "mac": "02:aa:bb:cc:dd:01",
@@ -116,22 +146,22 @@ def add_chain(node: Node, confs: list[dict[str, Any]], pod: str) -> None:
     done: list[dict[str, Any]] = []
     try:
         for conf in confs:
-            node.add(conf, pod)
+            node.run("ADD", conf, pod)
             done.append(conf)
     except BaseException:
         for conf in reversed(done):
-            node.delete(conf, pod)
+            node.run("DEL", conf, pod)
         raise
 
 
 def del_chain(node: Node, confs: list[dict[str, Any]], pod: str) -> None:
     """DEL every plugin of the chain in reverse order; raise the first error
     once all were called (a runtime goes on)."""
-    first: BaseException | None = None
+    first: CniError | None = None
     for conf in reversed(confs):
         try:
-            node.delete(conf, pod)
-        except (CniError, KernelError) as exc:
+            node.run("DEL", conf, pod)
+        except CniError as exc:
             first = first or exc
     if first is not None:
         raise first
@@ -206,6 +236,17 @@ def assert_released_once(node: Node) -> None:
     assert len(node.ipam.freed) <= 1
 
 
+def assert_names_the_step(err: CniError, op: str, vf: Vf, pod: str) -> None:
+    """The error a runtime reads: the device error code, the step and the
+    device it failed on named (a VF, its netdev or PF, the pod interface, or
+    the pod netns for a policy rule)."""
+    text = f"{err.msg}: {err.details}"
+    assert err.code == DEVICE_ERROR, text
+    assert STEP_NAMED[op] in text, text
+    devices = (vf.pci, vf.netdev, vf.pf, vf.rdma, "net1", pod)
+    assert any(d in text for d in devices), text
+
+
 def setup(root: Path, name: str) -> tuple[Node, Scenario, Vf, str, Before]:
     node = Node(root)
     scenario = SCENARIOS[name]
@@ -234,9 +275,10 @@ def test_add_failing_at_a_step_leaves_the_host_as_it_was(
 ) -> None:
     node, scenario, vf, pod, was = setup(state_root, name)
     node.kernel.fail(op, errno.EIO, after=nth)
-    with pytest.raises((CniError, KernelError)):
+    with pytest.raises(CniError) as failed:
         add_chain(node, scenario.confs(node), pod)
     assert node.kernel.pending_faults() == [], f"{op}#{nth} never ran"
+    assert_names_the_step(failed.value, op, vf, pod)
     assert_host_as_before(node, vf, pod, was)
     assert_released_once(node)
 
@@ -250,8 +292,9 @@ def test_add_whose_undo_fails_too_is_finished_by_del(
     node, scenario, vf, pod, was = setup(state_root, name)
     confs = scenario.confs(node)
     node.kernel.fail(op, errno.EIO, after=nth, times=2)
-    with pytest.raises((CniError, KernelError)):
+    with pytest.raises(CniError) as failed:
         add_chain(node, confs, pod)
+    assert_names_the_step(failed.value, op, vf, pod)
     node.kernel.clear_faults()
     for _ in range(2):
         del_chain(node, confs, pod)
@@ -269,8 +312,11 @@ def test_del_failing_at_a_step_is_completed_by_the_retry(
     node.kernel.fail(op, errno.EIO, after=nth)
     try:
         del_chain(node, confs, pod)
-    except (CniError, KernelError):
-        pass  # a DEL may fail; what matters is that the retry finishes
+    except CniError as err:
+        # A DEL may fail; it says which device it could not restore, and the
+        # retry finishes.
+        assert err.code == DEVICE_ERROR, err
+        assert vf.pci in err.msg or vf.rdma in err.msg, err
     assert node.kernel.pending_faults() == [], f"{op}#{nth} never ran"
     del_chain(node, confs, pod)
     del_chain(node, confs, pod)  # and DEL stays idempotent afterwards
