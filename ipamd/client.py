@@ -94,6 +94,19 @@ def check_unix_target(target: str) -> None:
         raise ValueError(f"ipamd socket {path[:200]!r} is not a socket")
 
 
+def configured_endpoints(
+    ipam: Mapping[str, Any], env: Mapping[str, str]
+) -> tuple[str, ...]:
+    """The endpoints an ``ipam`` section names, in the order of
+    ``IpamdClient.from_config``; nothing is opened or looked at."""
+    return (
+        parse_endpoints(ipam.get("endpoints"))
+        or parse_endpoints(ipam.get("socket"))
+        or parse_endpoints(env.get(SOCKET_ENV))
+        or (DEFAULT_SOCKET,)
+    )
+
+
 def parse_endpoints(raw: Any) -> tuple[str, ...]:
     """Endpoints from a comma-separated string or a list of strings, blanks
     dropped; ValueError for anything else."""
@@ -314,12 +327,7 @@ class IpamdClient:
         RAILYARD_IPAMD_TLS_CA / _CERT / _KEY so one node-wide setting serves
         every network.
         """
-        targets = (
-            parse_endpoints(ipam.get("endpoints"))
-            or parse_endpoints(ipam.get("socket"))
-            or parse_endpoints(env.get(SOCKET_ENV))
-            or (DEFAULT_SOCKET,)
-        )
+        targets = configured_endpoints(ipam, env)
         timeout = ipam.get("timeout")
         if timeout is None:
             timeout = DEFAULT_TIMEOUT

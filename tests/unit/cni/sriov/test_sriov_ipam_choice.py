@@ -7,6 +7,7 @@ import sys
 
 from cni.ipam.choose import choose_ipam
 from cni.ipam.delegate import DelegateIpam
+from ipamd.client import configured_endpoints
 
 
 def ipamd_target(ipam: dict[str, object], env: dict[str, str]) -> str:
@@ -22,12 +23,13 @@ def test_socket_comes_from_ipam_conf_then_env_then_default() -> None:
     env = {"RAILYARD_IPAMD_SOCKET": "/tmp/env.sock"}
     assert ipamd_target({"socket": "/tmp/conf.sock"}, env) == "/tmp/conf.sock"
     assert ipamd_target({}, env) == "/tmp/env.sock"
-    assert ipamd_target({}, {}) == "/run/railyard/ipamd.sock"
+    # The default is resolved without looking at the machine's /run.
+    assert configured_endpoints({}, {}) == ("/run/railyard/ipamd.sock",)
 
 
 def test_spiderpools_own_socket_key_is_not_ours() -> None:
     conf = {"ipam_unix_socket_path": "/var/run/spidernet/spiderpool.sock"}
-    assert ipamd_target(conf, {}) == "/run/railyard/ipamd.sock"
+    assert configured_endpoints(conf, {}) == ("/run/railyard/ipamd.sock",)
 
 
 def test_no_ipam_section_means_no_client() -> None:
