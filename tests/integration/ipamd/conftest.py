@@ -162,3 +162,29 @@ def start_daemon(workdir: Path) -> Iterator[Callable[..., DaemonProc]]:
 @pytest.fixture
 def pools_yaml() -> str:
     return POOLS_YAML
+
+
+# An ipamd in this process (``ipamd.server.build``) on a short temporary unix
+# socket: the tests that talk to a running daemon without a subprocess.
+from ipamd.server import Daemon, build  # noqa: E402
+from ipamd.settings import Settings  # noqa: E402
+from tests.unit.ipamd.conftest import rails_yaml, short_dir  # noqa: E402, F401
+
+
+@pytest.fixture
+def daemon(short_dir: Path) -> Iterator[Daemon]:  # noqa: F811 - the fixture
+    settings = Settings(
+        db_url=f"sqlite:///{short_dir / 'ipamd.db'}",
+        listen=str(short_dir / "run" / "ipamd.sock"),
+    )
+    d = build(settings)
+    try:
+        yield d
+    finally:
+        d.stop(grace=None)
+
+
+@pytest.fixture
+def socket_path(daemon: Daemon) -> str:
+    assert daemon.socket is not None
+    return str(daemon.socket)

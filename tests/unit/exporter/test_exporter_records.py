@@ -4,23 +4,18 @@
 from __future__ import annotations
 
 import json
-import urllib.request
 from pathlib import Path
 from types import SimpleNamespace
 
-from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.parser import text_string_to_metric_families
 from pyroute2.ethtool import ioctl as pyroute2_ethtool
 
 from cni.attach.commands import attach_spec
 from cni.exporter.records import pod_nics
-from cni.exporter.server import register, serve
 from cni.kernel.ethtool import EthtoolStats, read_netdev
 from cni.plugins.sriov.config import load_conf
 from cni.record.store import AttachmentRecords
 from cni.record.vf import PfSettings, VfState
 from cni.skel import CmdArgs
-from tests.doubles.rdma_node import RdmaNode
 
 
 def test_add_records_the_pod_from_cni_args_and_the_exporter_reads_it(
@@ -155,38 +150,3 @@ def test_ethtool_of_a_vanished_netns_reads_nothing(tmp_path: Path) -> None:
 def test_read_netdev_keeps_driver_names() -> None:
     stats = read_netdev(FakeHandle({"eth9": [("tx_prio3_pause", 2)]}), "eth9")
     assert stats.stats == {"tx_prio3_pause": 2}
-
-
-def test_collector_mounts_on_any_registry_and_serves_metrics(tmp_path: Path) -> None:
-    node = RdmaNode(tmp_path)
-    node.pod_nic(node.pf(1), 0, "trainer-0")
-    collector = node.collector()
-    registry = CollectorRegistry()
-    register(registry, collector)
-    via_registry = parse(generate_latest(registry).decode())
-    server = serve("127.0.0.1:0", collector.render)
-    try:
-        url = f"http://127.0.0.1:{server.port}/metrics"
-        with urllib.request.urlopen(url, timeout=5) as reply:
-            assert reply.headers["Content-Type"].startswith("text/plain; version=0.0.4")
-            served = parse(reply.read().decode())
-    finally:
-        server.stop()
-    assert any(k[:2] == ("rdma_out_of_sequence_total", "trainer-0") for k in served)
-    # The direct rendering is the registry's exposition, series for series
-    # (but the scrape's own duration).
-    duration = "railyard_exporter_scrape_duration_seconds"
-    assert {k: v for k, v in served.items() if k[0] != duration} == {
-        k: v for k, v in via_registry.items() if k[0] != duration
-    }
-
-
-def parse(text: str) -> dict[tuple[str, str, str], float]:
-    """(sample name, pod, all labels) -> value, through prometheus_client's
-    own parser (so the rendered text must be valid exposition format)."""
-    out = {}
-    for family in text_string_to_metric_families(text):
-        for s in family.samples:
-            key = (s.name, s.labels.get("pod_name", ""), str(sorted(s.labels.items())))
-            out[key] = s.value
-    return out

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""An in-process ipamd on a temporary unix socket with a SQLite file."""
+"""Pools and a short temporary directory for the ipamd unit tests (the tests
+that talk to a running daemon are in tests/integration/ipamd)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from ipamd.server import Daemon, build
-from ipamd.settings import Settings
 
 RAILS_YAML = """
 apiVersion: spiderpool.spidernet.io/v2beta1
@@ -61,22 +59,3 @@ def short_dir() -> Iterator[Path]:
         yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)
-
-
-@pytest.fixture
-def daemon(short_dir: Path) -> Iterator[Daemon]:
-    settings = Settings(
-        db_url=f"sqlite:///{short_dir / 'ipamd.db'}",
-        listen=str(short_dir / "run" / "ipamd.sock"),
-    )
-    d = build(settings)
-    try:
-        yield d
-    finally:
-        d.stop(grace=None)
-
-
-@pytest.fixture
-def socket_path(daemon: Daemon) -> str:
-    assert daemon.socket is not None
-    return str(daemon.socket)

@@ -4,11 +4,9 @@ the node's RDMA metrics)."""
 
 from __future__ import annotations
 
-from http.server import BaseHTTPRequestHandler
-
 import pytest
 
-from ipamd.http_endpoint import HttpEndpoint, parse_listen
+from ipamd.http_endpoint import parse_listen
 
 
 @pytest.mark.parametrize(
@@ -34,16 +32,3 @@ def test_a_bare_port_takes_the_default_host_only_when_there_is_one() -> None:
 def test_anything_else_is_refused_naming_the_form(listen: str) -> None:
     with pytest.raises(ValueError, match="expected HOST:PORT"):
         parse_listen(listen)
-
-
-def test_an_endpoint_names_its_bound_address_as_a_url_takes_it() -> None:
-    v4 = HttpEndpoint("127.0.0.1", 0, BaseHTTPRequestHandler, "test-v4")
-    try:
-        assert v4.address == f"127.0.0.1:{v4.port}" and v4.port > 0
-    finally:
-        v4.stop()
-    v6 = HttpEndpoint("::1", 0, BaseHTTPRequestHandler, "test-v6")
-    try:
-        assert v6.address == f"[::1]:{v6.port}"
-    finally:
-        v6.stop()

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
 from click.testing import CliRunner
 
 from ipamd import pool_admin
@@ -132,15 +131,3 @@ def test_load_refuses_a_file_that_is_not_a_dump(
     )
     assert res.exit_code == 1
     assert "not an ipamd dump" in res.output
-
-
-@pytest.mark.postgres
-def test_sqlite_to_postgresql_and_back(
-    tmp_path: Path, postgres_url: str, rails_yaml: str
-) -> None:
-    src, back = f"sqlite:///{tmp_path / 'a.db'}", f"sqlite:///{tmp_path / 'c.db'}"
-    original = fill(src, rails_yaml)
-    move(src, postgres_url, tmp_path)
-    assert same(snapshot(postgres_url), original)
-    move(postgres_url, back, tmp_path)
-    assert same(snapshot(back), original)

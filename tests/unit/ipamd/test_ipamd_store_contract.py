@@ -285,28 +285,6 @@ class TestSqlStoreFile(SharedStoreContract):
             con.close()
 
 
-@pytest.mark.postgres
-class TestSqlStorePostgres(SharedStoreContract):
-    """The same contract on a real PostgreSQL server (tests/postgres.py)."""
-
-    __test__ = True
-
-    @pytest.fixture(autouse=True)
-    def _url(self, postgres_url: str) -> None:
-        self.url = postgres_url
-
-    def make_store(self) -> Store:
-        return SqlStore(self.url)
-
-    def test_password_is_redacted_in_the_description(self) -> None:
-        store = SqlStore(self.url.replace("postgres@", "postgres:s3cret@"))
-        try:
-            assert "s3cret" not in store.describe()
-            assert "***" in store.describe()
-        finally:
-            store.close()
-
-
 FIXTURE_DB = Path(__file__).parent / "fixtures" / "ipamd-a672c3e.db"
 
 

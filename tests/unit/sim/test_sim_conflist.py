@@ -3,9 +3,7 @@
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -59,15 +57,3 @@ def test_plugin_bin_dir_offers_the_cni_type_names_as_launchers_of_this_lab(
     assert script.startswith(f"#!{sys.executable} -I\n")
     assert f"run('sriov', {str(tmp_path)!r})" in script
     assert os.access(bins / "sriov", os.X_OK)
-
-
-def test_a_launcher_answers_version_without_a_lab_dependency(tmp_path: Path) -> None:
-    bins = plugin_bin_dir(tmp_path)
-    proc = subprocess.run(
-        [str(bins / "rdma")],
-        input=b"{}",
-        env={"CNI_COMMAND": "VERSION"},
-        capture_output=True,
-        check=True,
-    )
-    assert json.loads(proc.stdout)["cniVersion"]

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -28,7 +26,6 @@ from railyard_sim.recording import (
     read_state,
     renumber_rdma,
     set_netns_mode,
-    vf_table,
 )
 
 
@@ -69,24 +66,6 @@ def test_ib_vfs_start_with_a_unique_nonzero_guid(tmp_path: Path, ib_pf: str) -> 
     guids = {ops.get_vf(ib_pf, i).node_guid for i in (0, 1)}
     assert len(guids) == 2
     assert None not in guids and "00:00:00:00:00:00:00:00" not in guids
-
-
-def test_settings_written_by_one_process_are_read_by_another(
-    tmp_path: Path, pf: str
-) -> None:
-    code = (
-        "import sys; from railyard_sim.recording import RecordingVfOps as R; "
-        f"o = R(sys.argv[1]); o.set_vlan({pf!r}, 0, 100, 3, 0x88a8); "
-        f"o.set_mac({pf!r}, 0, '02:AA:BB:CC:DD:EE'); o.set_trust({pf!r}, 0, True); "
-        f"o.set_rate({pf!r}, 0, 10, 100); o.set_link_state({pf!r}, 0, 2)"
-    )
-    subprocess.run([sys.executable, "-c", code, str(tmp_path)], check=True)
-    info = RecordingVfOps(tmp_path).get_vf(pf, 0)
-    assert (info.vlan, info.qos, info.vlan_proto) == (100, 3, 0x88A8)
-    assert info.mac == "02:aa:bb:cc:dd:ee"
-    assert info.trust is True and info.spoofchk is True
-    assert (info.min_tx_rate, info.max_tx_rate, info.link_state) == (10, 100, 2)
-    assert vf_table(tmp_path, pf)[1].vlan == 0
 
 
 def test_every_call_is_journaled_with_its_arguments(tmp_path: Path, pf: str) -> None:

@@ -85,22 +85,3 @@ def test_delegate_missing_from_cni_path_is_unchanged(tmp_path: Path) -> None:
         ipam.release("n", "c1", "net1")
     assert info.value.unchanged
     assert info.value.code == IPAM_ERROR
-
-
-def test_delegate_is_bounded_by_the_deadline(tmp_path: Path) -> None:
-    slow = tmp_path / "slow"
-    slow.write_text("#!/bin/sh\nsleep 5\n")
-    slow.chmod(0o755)
-    ipam = DelegateIpam(
-        {"ipam": {"type": "slow"}}, {"CNI_PATH": str(tmp_path)}, budget=lambda: 0.3
-    )
-    with pytest.raises(IpamError) as info:
-        ipam.release("n", "c1", "net1")
-    assert info.value.code == TRY_AGAIN_LATER
-    assert "0.3s" in info.value.details
-    spent = DelegateIpam(
-        {"ipam": {"type": "slow"}}, {"CNI_PATH": str(tmp_path)}, budget=lambda: 0.0
-    )
-    with pytest.raises(IpamError) as info:
-        spent.release("n", "c1", "net1")
-    assert info.value.unchanged

@@ -185,7 +185,9 @@ def journal_steps(scenario: Scenario, phase: str) -> list[tuple[str, int]]:
             if op in STEPS:
                 out.append((op, seen.get(op, 0)))
                 seen[op] = seen.get(op, 0) + 1
-        return out
+        # The detection thread's probes interleave with the routing calls in
+        # any order: sorted, every pytest-xdist worker collects the same list.
+        return sorted(out)
 
 
 def cases(phase: str) -> list[Any]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import io
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -268,19 +267,6 @@ def test_second_del_succeeds(host: Host) -> None:
     host.run("ADD", conf())
     assert host.run("DEL", conf())[0] == 0
     assert host.run("DEL", conf()) == (0, None)
-
-
-def test_del_without_state_sweeps_the_temp_file_of_a_killed_add(
-    host: Host,
-) -> None:
-    # The ADD died between creating its state's temp file and renaming it.
-    dead = subprocess.Popen(["true"])
-    dead.wait()
-    (host.state_dir / "rdma").mkdir(parents=True)
-    left = host.state_dir / "rdma" / f".c1-net1.json.{dead.pid}-0123456789ab.tmp"
-    left.write_text('{"containerID": "c1"')
-    assert host.run("DEL", conf()) == (0, None)
-    assert not left.exists()
 
 
 def test_del_with_empty_netns_moves_it_back_from_the_recorded_netns(

@@ -11,6 +11,8 @@ import pytest
 
 from railyard_sim.runtime import Attachment, PluginError, Runtime
 
+pytestmark = pytest.mark.integration
+
 # A plugin that logs what it received and answers: ADD appends an interface
 # named after its type to prevResult; a config key "fail" makes it error.
 FAKE = f"""#!{sys.executable}

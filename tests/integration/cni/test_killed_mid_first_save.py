@@ -14,11 +14,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.unit.cni.attach.conftest import state_root  # noqa: F401
 from tests.unit.cni.attach.node import Node
+
+pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def node(state_root: Path) -> Node:
+def node(state_root: Path) -> Node:  # noqa: F811 - the fixture imported above
     return Node(state_root)
 
 

@@ -35,6 +35,8 @@ from ipamd.client import (
 from ipamd.server import Daemon, build
 from ipamd.settings import Settings
 
+pytestmark = pytest.mark.integration
+
 POOL = """
 apiVersion: spiderpool.spidernet.io/v2beta1
 kind: SpiderIPPool

@@ -22,6 +22,8 @@ from ipamd.api.v1.version import API_VERSION
 from ipamd.server import ConfigError, Daemon, build
 from ipamd.settings import Settings
 
+pytestmark = pytest.mark.integration
+
 #: Dashboards and alerts query these; renaming one is a breaking change
 #: (Spiderpool issue #5827). Update packaging/grafana/ipam.json with them.
 PINNED = {

@@ -19,9 +19,12 @@ from typing import Any
 import pytest
 
 GO_PLUGIN = Path("/usr/lib/cni/host-local")
-pytestmark = pytest.mark.skipif(
-    not GO_PLUGIN.exists(), reason="containernetworking-plugins not installed"
-)
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(
+        not GO_PLUGIN.exists(), reason="containernetworking-plugins not installed"
+    ),
+]
 
 OURS = """
 from cni.skel import PluginFuncs, main

@@ -16,6 +16,8 @@ from ipamd.api.v1.version import API_VERSION
 from ipamd.server import Daemon, build
 from ipamd.settings import Settings
 
+pytestmark = pytest.mark.integration
+
 
 @pytest.fixture
 def pair(short_dir: Path) -> Iterator[tuple[Daemon, Daemon]]:

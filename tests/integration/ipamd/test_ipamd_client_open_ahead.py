@@ -22,6 +22,8 @@ from ipamd.api.v1 import ipam_pb2 as pb
 from ipamd.client import IpamdClient, open_ahead, open_channel
 from tests.doubles.ipamd_channels import no_channels_left  # noqa: F401
 
+pytestmark = pytest.mark.integration
+
 CALLS: list[str] = []
 
 

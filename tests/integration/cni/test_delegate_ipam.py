@@ -18,6 +18,8 @@ import pytest
 from cni.ipam import Attachment, IpamClient, IpamError, IpamRequest
 from cni.ipam.delegate import DelegateIpam, find_in_path
 
+pytestmark = pytest.mark.integration
+
 CNI_BIN = "/usr/lib/cni"
 HOST_LOCAL = Path(CNI_BIN) / "host-local"
 needs_host_local = pytest.mark.skipif(
