@@ -10,6 +10,7 @@ shows which steps had run when ``allocate`` was called.
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -41,7 +42,7 @@ def journal_at_allocate(node: Node) -> list[list[str]]:
 def test_an_ipam_that_may_use_the_interface_is_asked_once_it_is_up_in_the_pod(
     node: Node,
 ) -> None:
-    node.ipam.uses_interface = True
+    node.ipam.uses_interface = DelegateIpam.uses_interface  # a delegated dhcp
     seen = journal_at_allocate(node)
     pod, vf = node.pod(), node.roce.vfs[0]
     node.add(node.sriov_conf(vf), pod)
@@ -51,6 +52,31 @@ def test_an_ipam_that_may_use_the_interface_is_asked_once_it_is_up_in_the_pod(
     assert node.kernel.link(pod, "net1") is not None
 
 
-def test_only_ipamd_is_asked_before_the_interface_exists() -> None:
-    assert IpamdClient.uses_interface is False
-    assert DelegateIpam.uses_interface is True
+def test_ipamd_is_asked_before_the_vf_moves(node: Node) -> None:
+    node.ipam.uses_interface = IpamdClient.uses_interface
+    asked = threading.Event()
+    allocate = node.ipam.allocate
+
+    def signalling(req: IpamRequest) -> IpamResult:
+        try:
+            return allocate(req)
+        finally:
+            asked.set()
+
+    node.ipam.allocate = signalling  # type: ignore[method-assign]
+    seen = journal_at_allocate(node)  # the journal is read before the signal
+    enter = node.kernel._enter
+
+    def move_once_asked(op: str, *args: object) -> None:
+        # The allocation runs on its own thread: the move waits for it to
+        # start (bounded), so the journal it saw is deterministic.
+        if op == "move_renamed":
+            asked.wait(5)
+        enter(op, *args)
+
+    node.kernel._enter = move_once_asked  # type: ignore[method-assign]
+    pod, vf = node.pod(), node.roce.vfs[0]
+    node.add(node.sriov_conf(vf), pod)
+    [before] = seen
+    assert "get_vf" in before  # the record was saved: the VF is about to change
+    assert "move_renamed" not in before and "set_up" not in before
