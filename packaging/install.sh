@@ -85,9 +85,18 @@ case "$PREFIX$CNI_BIN_DIR$BIN_DIR" in *[[:space:]]*) die "paths must not contain
 
 VENV=$PREFIX/venv
 MANIFEST=$PREFIX/install-manifest.txt
-# CNI type name -> console script in pyproject.toml ([project.scripts]).
-CNI_PLUGINS=(sriov:railyard-sriov ib-sriov:railyard-ib-sriov rdma:railyard-rdma
-             railyard-ipam:railyard-ipam)
+# CNI type name -> console script in pyproject.toml ([project.scripts]), from
+# the plugin registry (cni/plugins/registry.py: standard library only, so the
+# interpreter reads it from the checkout before the venv exists).
+mapfile -t CNI_PLUGINS < <("$PYTHON" -I - "$SOURCE" <<'EOF'
+import sys
+sys.path.insert(0, sys.argv[1])
+from cni.plugins.registry import PLUGINS
+for p in PLUGINS.values():
+    print(f"{p.cni_type}:{p.script}")
+EOF
+)
+[ ${#CNI_PLUGINS[@]} -gt 0 ] || die "cannot read the plugin list from $SOURCE/cni/plugins/registry.py"
 LINKED_SCRIPTS=(ipamd railyard railyard-agent railyard-exporter)
 [ "$WITH_SIM" = 1 ] && LINKED_SCRIPTS+=(railyard-sim)
 MARK="railyard-cni launcher"

@@ -19,12 +19,9 @@ from pathlib import Path
 
 import pytest
 
-PLUGIN_MAINS = [
-    "cni.plugins.sriov.__main__",
-    "cni.plugins.ib_sriov.__main__",
-    "cni.plugins.rdma.__main__",
-    "cni.plugins.ipam.__main__",
-]
+from cni.plugins.registry import PLUGINS
+
+PLUGIN_MAINS = [f"{p.package}.__main__" for p in PLUGINS.values()]
 HEAVY = {"pyroute2", "grpc", "pyudev", "sqlalchemy", "click", "google", "yaml"}
 # ipamd: only its import-free API package (the release string) may load.
 OURS = {"cni", "ipamd"}

@@ -38,6 +38,17 @@ class Plugin:
     title: str = ""  # in the about string; the CNI type when empty
 
     @property
+    def script(self) -> str:
+        """Its console script in pyproject.toml, which packaging/install.sh
+        installs as ``<cni-bin-dir>/<cni_type>``."""
+        prefix = "railyard-"
+        return (
+            self.cni_type
+            if self.cni_type.startswith(prefix)
+            else prefix + self.cni_type
+        )
+
+    @property
     def commands_module(self) -> str:
         return f"{self.package}.commands"
 
@@ -56,8 +67,10 @@ class Plugin:
         return funcs
 
 
-#: CNI type -> plugin. "railyard-ipam" is the IPAM-only binary other main
-#: plugins exec; ipam types "railyard"/"spiderpool" are served in-process.
+#: CNI type -> plugin: the one list of the plugins, read by packaging/install.sh
+#: (the binaries it installs) and tests/test_import_hygiene.py too.
+#: "railyard-ipam" is the IPAM-only binary other main plugins exec; ipam types
+#: "railyard"/"spiderpool" are served in-process.
 PLUGINS: dict[str, Plugin] = {
     p.cni_type: p
     for p in (

@@ -2,13 +2,13 @@
 """Test doubles for the rdma and ib-sriov unit tests (no kernel, no root).
 
 ``FakeRdma`` keeps exclusive-mode visibility (a device is only seen from the
-netns it is in, a dead netns returns its devices to the host); ``FakeVfOps``
-is a PF's VF table; ``NotUsed`` stands for a dependency a test must not touch.
+netns it is in, a dead netns returns its devices to the host); ``NotUsed``
+stands for a dependency a test must not touch. A PF's VF table is the fake
+kernel's (``tests.doubles.fake_kernel.FakeVfOps``, the one fake ``VfOps``).
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from cni.kernel import (
@@ -18,7 +18,6 @@ from cni.kernel import (
     NetnsPath,
     NotSupported,
     RdmaOps,
-    VfInfo,
 )
 
 POD = "/var/run/netns/pod1"
@@ -66,22 +65,6 @@ class FakeRdma:
 
 
 _conforms: type[RdmaOps] = FakeRdma
-
-
-class FakeVfOps:
-    """The VF tables of some PFs (``pf`` netdev name -> index -> VfInfo)."""
-
-    def __init__(self, tables: dict[str, dict[int, VfInfo]]) -> None:
-        self.tables = tables
-
-    def get_vf(self, pf: str, vf: int) -> VfInfo:
-        try:
-            return self.tables[pf][vf]
-        except KeyError:
-            raise DeviceNotFound(f"no VF {vf} on {pf}") from None
-
-    def set_mac(self, pf: str, vf: int, mac: str) -> None:
-        self.tables[pf][vf] = replace(self.tables[pf][vf], mac=mac)
 
 
 class NotUsed:

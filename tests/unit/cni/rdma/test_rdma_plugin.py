@@ -24,7 +24,8 @@ from cni.record.vf import Stage, VfState
 from cni.skel import CmdArgs, run_plugin
 from cni.state.cache import StateCache
 from railyard_sim.pci_tree import PciTree
-from tests.unit.cni.rdma.fakes import POD, FakeRdma, FakeVfOps, NotUsed
+from tests.doubles.fake_kernel import FakeKernel
+from tests.unit.cni.rdma.fakes import POD, FakeRdma, NotUsed
 
 PF = "0000:3b:00.0"
 VF0 = "0000:3b:00.2"
@@ -51,7 +52,12 @@ class Host:
         self.tree.rdma(VF0, "mlx5_2")
         self.tree.rdma(VF1, "mlx5_3")
         self.rdma = FakeRdma(mlx5_2=None, mlx5_3=None)
-        self.vf = FakeVfOps({"ens1f0": {0: VfInfo(vf=0), 1: VfInfo(vf=1, mac=MAC1)}})
+        # The PF's VF table (the rdma plugin reads it to find a VF by MAC).
+        self.kernel = FakeKernel()
+        self.kernel.add_pf(PF, "ens1f0")
+        self.kernel.add_vf(PF, 0, VF0, None, vf=VfInfo(vf=0))
+        self.kernel.add_vf(PF, 1, VF1, None, vf=VfInfo(vf=1, mac=MAC1))
+        self.vf = self.kernel.vf
         self.state_dir = tmp / "state"
 
     def deps(self, _ca: CmdArgs) -> Deps:
@@ -201,7 +207,7 @@ def test_add_without_device_id_finds_the_vf_by_its_admin_mac(host: Host) -> None
 
 def test_add_without_device_id_matches_an_ipoib_address_by_guid(host: Host) -> None:
     guid = "02:c9:00:00:00:00:00:07"
-    host.vf.tables["ens1f0"][0] = VfInfo(vf=0, node_guid=guid, port_guid=guid)
+    host.kernel.vf_tables[PF][0] = VfInfo(vf=0, node_guid=guid, port_guid=guid)
     ipoib = "00:00:10:49:fe:80:00:00:00:00:00:00:" + guid
     prev = {**PREV, "interfaces": [{"name": "net1", "mac": ipoib, "sandbox": POD}]}
     code, _ = host.run("ADD", conf(device_id=None, prev=prev))
