@@ -93,6 +93,7 @@ from cni.errors import (
 if TYPE_CHECKING:
     from cni.args import CniArgs
     from cni.ipam import Attachment, IpamError
+    from cni.kernel import Netns
     from cni.types import NetConf, Result
 
 log = logging.getLogger(__name__)
@@ -289,20 +290,19 @@ def _require_utf8(name: str, value: str) -> None:
         ) from None
 
 
-def check_netns(netns: str) -> None:
+def check_netns(netns: str, namespaces: Netns) -> None:
     """ADD/CHECK: an existing CNI_NETNS must be a network namespace (code 4).
 
-    ``open_netns`` opens it non-blocking, so a FIFO or a device cannot hang
-    the plugin, and asks its namespace type. A path that does not exist is
-    left to the plugin, which reports the missing netns in its own words.
+    The ``Netns`` adapter opens it non-blocking, so a FIFO or a device cannot
+    hang the plugin, and asks its namespace type. A path that does not exist
+    is left to the plugin, which reports the missing netns in its own words.
     """
     import errno
 
-    from cni.kernel import NetnsNotFound, NotANetns
-    from cni.kernel.netns import open_netns
+    from cni.kernel import KernelError, NetnsNotFound, NotANetns
 
     try:
-        os.close(open_netns(netns))
+        namespaces.check(netns)
     except NotANetns:
         raise CniError(
             INVALID_ENV, "CNI_NETNS is not a network namespace", _shown(netns)
@@ -315,6 +315,10 @@ def check_netns(netns: str) -> None:
             "CNI_NETNS cannot be opened",
             f"{_shown(netns)}: {os.strerror(e.errno or 0)}",
         ) from None
+    except KernelError as e:
+        raise CniError(
+            INVALID_ENV, "CNI_NETNS cannot be opened", f"{_shown(netns)}: {e}"
+        ) from None
 
 
 _ENV_RULES = (
@@ -326,21 +330,28 @@ _ENV_RULES = (
 )
 
 
-def is_own_netns(netns: str) -> bool:
+def is_own_netns(netns: str, namespaces: Netns | None = None) -> bool:
     """True when ``netns`` is the namespace this process runs in.
 
-    Compares (st_dev, st_ino) with /proc/self/ns/net like Go ``ns.CheckNetNS``;
-    a path that cannot be stat'ed is "not ours" and left to the plugin (DEL
-    tolerates a vanished netns).
+    Compares (st_dev, st_ino) with /proc/self/ns/net like Go ``ns.CheckNetNS``
+    (``Netns.is_current``); a path that cannot be looked at is "not ours" and
+    left to the plugin (DEL tolerates a vanished netns).
     """
     if not netns:
         return False
+    from cni.kernel import KernelError
+
     try:
-        theirs = os.stat(netns)
-        ours = os.stat("/proc/self/ns/net")
-    except OSError:
+        return (namespaces or host_namespaces()).is_current(netns)
+    except (OSError, KernelError):
         return False
-    return (theirs.st_dev, theirs.st_ino) == (ours.st_dev, ours.st_ino)
+
+
+def host_namespaces() -> Netns:
+    """The kernel's ``Netns`` (``cni.kernel.netns``, standard library only)."""
+    from cni.kernel.netns import Namespaces
+
+    return Namespaces()
 
 
 def _decode_netconf(data: bytes) -> dict[str, Any]:
@@ -500,6 +511,7 @@ def _dispatch(
     stdin: IO[bytes] | IO[str],
     setup: Callable[[CmdArgs], None],
     undo: list[Callable[[], None]],
+    netns: Netns | None,
 ) -> str:
     """Validate, run the command, return the document to print ("" = none).
 
@@ -533,13 +545,16 @@ def _dispatch(
     _version.check_compatible(conf_version, supported)
     # Go skel checks this for ADD and DEL *after* the plugin ran; checking first
     # (and for CHECK too) means nothing is ever done to the plugin's own netns.
-    if cmd in _ATTACHMENT_CMDS and not ca.netns_override and is_own_netns(ca.netns):
-        raise CniError(
-            INVALID_NETNS,
-            "plugin's netns and netns from CNI_NETNS should not be the same",
-        )
-    if cmd in ("ADD", "CHECK") and ca.netns:
-        check_netns(ca.netns)
+    # Loaded only for a command that names a netns (not for VERSION or GC).
+    namespaces = (netns or host_namespaces()) if ca.netns else None
+    if namespaces is not None and cmd in _ATTACHMENT_CMDS and not ca.netns_override:
+        if is_own_netns(ca.netns, namespaces):
+            raise CniError(
+                INVALID_NETNS,
+                "plugin's netns and netns from CNI_NETNS should not be the same",
+            )
+    if namespaces is not None and cmd in ("ADD", "CHECK"):
+        check_netns(ca.netns, namespaces)
     log.debug("%s config: %s", cmd, ca.stdin_data.decode(errors="replace"))
     if not isinstance(funcs, PluginFuncs):
         funcs = funcs()  # the plugin's commands module loads only now
@@ -580,6 +595,7 @@ def run_plugin(
     deadline_seconds: float | Mapping[str, float] | None = _deadline.DEFAULT_SECONDS,
     argv: Sequence[str] | None = None,
     plugin_name: str = "",
+    netns: Netns | None = None,
 ) -> int:
     """Run one CNI command; return the process exit code (0 ok, 1 error).
 
@@ -598,6 +614,9 @@ def run_plugin(
         argv: command-line arguments; defaults to ``sys.argv[1:]`` only when
             ``env`` is None (so an in-process caller's argv is never read).
         plugin_name: shown in log lines (e.g. ``sriov``).
+        netns: what CNI_NETNS is checked with (the plugin's own netns is 8,
+            not a netns 4): the kernel's by default; a caller that injects
+            the plugin's deps (a fake kernel) hands in their ``Netns``.
     """
     proc_mode = env is None
     env = os.environ if env is None else env
@@ -626,7 +645,14 @@ def run_plugin(
         try:
             with timer:
                 doc = _command_doc(
-                    env, funcs, about, supported_versions, stdin, stderr, session, undo
+                    env,
+                    funcs,
+                    about,
+                    supported_versions,
+                    (stdin, stderr),
+                    session,
+                    undo,
+                    netns,
                 )
                 timer.disarm()
             code = 0
@@ -681,12 +707,13 @@ def _command_doc(
     funcs: PluginFuncs | FuncsFactory,
     about: str,
     supported: Sequence[str],
-    stdin: IO[bytes] | IO[str],
-    stderr: IO[str],
+    streams: tuple[IO[bytes] | IO[str], IO[str]],
     session: _Session,
     undo: list[Callable[[], None]],
+    netns: Netns | None,
 ) -> str:
     """Read the env, run the command; the document to print ("" = none)."""
+    stdin, stderr = streams
     try:
         ca = _env_cmd_args(env)
     except CniError as e:
@@ -695,7 +722,7 @@ def _command_doc(
             # skel does this and exits 0; the spec wants error 4).
             _print_about(stderr, about, supported)
         raise
-    return _dispatch(ca, funcs, supported, stdin, session.adopt, undo)
+    return _dispatch(ca, funcs, supported, stdin, session.adopt, undo, netns)
 
 
 def _reported(exc: BaseException, command: str) -> CniError:

@@ -63,57 +63,12 @@ def detach(deps: Deps, req: DetachRequest, ipam: IpamClient | None) -> None:
     store = deps.records.vf(req.plugin)
     st = store.load(req.container_id, req.ifname)
     if st is None:
-        log.info(
-            "no record for %s/%s: nothing to restore", req.container_id, req.ifname
-        )
-        # An ADD killed while writing its first record left only the temp
-        # file of that write; deleting the (absent) record sweeps it.
-        store.delete(req.container_id, req.ifname)
-        try:
-            if ipam is not None:
-                ipam.release(req.network, req.container_id, req.ifname)
-        except IpamError as exc:
-            if exc.code != TRY_AGAIN_LATER and not exc.unchanged:
-                raise CniError(exc.code, exc.msg, exc.details) from exc
-            log.warning(
-                "ipamd unreachable; the address of %s/%s (if any) is left to "
-                "ipamd's GC: %s %s",
-                req.container_id,
-                req.ifname,
-                exc.msg,
-                exc.details,
-            )
+        _release_without_record(store, req, ipam)
         return
     with Locks(deps.state_dir).lock(st.pci):
-        failures: list[str] = []
-        pending = False
-        # A record whose VF is home already (a later ADD's ``_reclaim``, or a
-        # DEL that could not release): only the address and the record are left.
-        if not st.stage.vf_home:
-            failures, pending = restore(deps, st, req.netns)
-        if failures:
-            st.advance(Stage.RESTORE_FAILED)
-            store.save(st)
-            raise CniError(
-                DEVICE_ERROR,
-                f"failed to restore VF {st.pci}",
-                "; ".join(failures) + " (the record is kept; DEL can be retried)",
-            )
-        if not pending and not st.stage.vf_home:
-            # The VF is home: another pod may take it even if the release fails.
-            # (Not for a record whose VF was home before: it may be taken.)
-            Allocations(deps.state_dir).release(st.pci)
-        if pending:
-            # The VF is still inside a netns that lives, where we could not
-            # take it from: it may carry its address, so nothing is released.
-            # The record (and the allocation marker) stay for GC or a retry.
-            log.warning(
-                "VF %s not back in the host yet; its address stays held until "
-                "DEL or GC brings it home",
-                st.pci,
-            )
-            st.advance(Stage.VF_OUT_OF_REACH)
-            store.save(st)
+        # A record whose VF is home already (a later ADD's reclaim, or a DEL
+        # that could not release): only the address and the record are left.
+        if not st.stage.vf_home and not _bring_vf_home(deps, store, st, req.netns):
             return
         try:
             _release(ipam, st.network or req.network, st.container_id, st.ifname)
@@ -127,11 +82,62 @@ def detach(deps: Deps, req: DetachRequest, ipam: IpamClient | None) -> None:
                 f"{exc.details} (a release-pending record is kept; DEL or GC "
                 "finishes it)",
             ) from exc
-        if st.stage.vf_home:
-            store.delete(st.container_id, st.ifname)
-            return
         store.delete(st.container_id, st.ifname)
-        log.info("released VF %s (%s) from %s", st.pci, st.host_ifname, st.netns)
+
+
+def _release_without_record(
+    store: VfRecords, req: DetachRequest, ipam: IpamClient | None
+) -> None:
+    """No record: nothing of ours to restore; release by (container, ifname)."""
+    log.info("no record for %s/%s: nothing to restore", req.container_id, req.ifname)
+    # An ADD killed while writing its first record left only the temp file of
+    # that write; deleting the (absent) record sweeps it.
+    store.delete(req.container_id, req.ifname)
+    try:
+        if ipam is not None:
+            ipam.release(req.network, req.container_id, req.ifname)
+    except IpamError as exc:
+        if exc.code != TRY_AGAIN_LATER and not exc.unchanged:
+            raise CniError(exc.code, exc.msg, exc.details) from exc
+        log.warning(
+            "ipamd unreachable; the address of %s/%s (if any) is left to "
+            "ipamd's GC: %s %s",
+            req.container_id,
+            req.ifname,
+            exc.msg,
+            exc.details,
+        )
+
+
+def _bring_vf_home(deps: Deps, store: VfRecords, st: VfState, netns: str) -> bool:
+    """Restore the VF from its record; False while it is out of reach (the
+    record then says so and its address stays held). Raises when a part of
+    the restore failed (the record says so; DEL retries it)."""
+    failures, pending = restore(deps, st, netns)
+    if failures:
+        st.advance(Stage.RESTORE_FAILED)
+        store.save(st)
+        raise CniError(
+            DEVICE_ERROR,
+            f"failed to restore VF {st.pci}",
+            "; ".join(failures) + " (the record is kept; DEL can be retried)",
+        )
+    if pending:
+        # In a netns that lives, where we could not take it from: it may
+        # carry its address, so nothing is released. The record (and the
+        # allocation marker) stay for GC or a retry.
+        log.warning(
+            "VF %s not back in the host yet; its address stays held until "
+            "DEL or GC brings it home",
+            st.pci,
+        )
+        st.advance(Stage.VF_OUT_OF_REACH)
+        store.save(st)
+        return False
+    # The VF is home: another pod may take it even if the release fails.
+    Allocations(deps.state_dir).release(st.pci)
+    log.info("restored VF %s (%s) from %s", st.pci, st.host_ifname, st.netns)
+    return True
 
 
 def _keep_for_release(store: VfRecords, st: VfState) -> None:

@@ -9,10 +9,15 @@ Namespaces are always opened with ``os.open(path, O_RDONLY)`` and verified with 
 ``NS_GET_NSTYPE`` ioctl, so a missing path is ``NetnsNotFound`` and is never created
 (pyroute2's default ``O_CREAT`` would create one).
 
-``in_netns`` switches the *calling thread* with setns(2) and restores it afterwards:
-the plugin is single-threaded, so this is Go's ``ns.Do()`` without the thread pin.
-Never use it inside a threaded daemon where other code expects the host netns on
-the same thread.
+``in_netns`` switches the *calling thread* with setns(2) and restores it afterwards
+(Go's ``ns.Do()``; a Python thread is an OS thread, so no pin is needed). The
+netns is per thread: an ADD's helper threads (the IPAM call ahead,
+``cni.attach.ipam_ahead``; the conflict and gateway probes,
+``cni.attach.detection``, which make their sockets in the pod's netns on
+their own thread) and the exporter's scrape threads keep theirs while one
+thread is switched. What must not happen is code on the switched thread that
+expects the host's netns: keep the block to the calls that need the pod's,
+and a restore that fails raises (the thread cannot be trusted after it).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ Namespaces: in exclusive mode the kernel only shows (and only moves) devices
 of the *sender's* network namespace (``rdma_dev_change_netns`` compares the
 device's netns with ``current->nsproxy->net_ns``). So an operation on a device
 in the pod netns runs with the calling thread switched into that netns
-(setns on the main thread of the single-threaded plugin process), and the
+(``cni.kernel.netns.in_netns``: setns on that thread only), and the
 target namespace is passed as an fd opened beforehand.
 
 May import: pyroute2 (netlink core only), the stdlib, ``cni.kernel``,

@@ -231,6 +231,7 @@ class Node:
             stdout=out,
             stderr=io.StringIO(),
             deadline_seconds=None,
+            netns=self.kernel.netns,
         )
         if code != 0:
             doc = json.loads(out.getvalue())
