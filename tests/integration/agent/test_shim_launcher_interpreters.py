@@ -1,9 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The installed shim carries its code compiled for the interpreter that
-rendered it, and its source for any other (``cni.agent.shim.render``).
+"""The installed shim carries its code compiled for the interpreter that: the tests
+that run the shim in other interpreters.
 
-Each case edits the rendered file so that only one of the two ways can work,
-then runs it as the runtime does (exec'd, ``CNI_COMMAND=VERSION``).
+The rest of them, in-process, are in tests/unit/cni/agent/test_shim_launcher.py (the
+unit tier).
 """
 
 from __future__ import annotations

@@ -1,5 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
-"""When a pooled worker of the agent may serve another request (``WorkerState``)."""
+"""When a pooled worker of the agent may serve another request (``WorkerState``): the
+tests that run a worker process.
+
+The rest of them, in-process, are in tests/unit/cni/agent/test_worker_fitness.py (the
+unit tier).
+"""
 
 from __future__ import annotations
 

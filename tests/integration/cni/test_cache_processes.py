@@ -1,5 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
-"""cni.state.cache: atomic 0600 records, load/delete/list for DEL and GC."""
+"""cni.state.cache: atomic 0600 records, load/delete/list for DEL and GC: the tests
+that write from forked processes.
+
+The rest of them, in-process, are in tests/unit/cni/core/test_cache.py (the unit tier).
+"""
 
 from __future__ import annotations
 

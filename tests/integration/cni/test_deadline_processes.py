@@ -1,5 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
-"""cni.deadline: a hung command ends with a TIMEOUT error JSON, never a hang."""
+"""cni.deadline: a hung command ends with a TIMEOUT error JSON, never a hang: the
+tests that run plugins as processes.
+
+The rest of them, in-process, are in tests/unit/cni/core/test_deadline.py (the unit
+tier).
+"""
 
 from __future__ import annotations
 

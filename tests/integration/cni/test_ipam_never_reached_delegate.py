@@ -1,11 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
-"""An IPAM that was never reached leaves nothing behind (issue 10, last row).
+"""An IPAM that was never reached leaves nothing behind (issue 10, last row): the
+tests that exec a delegated IPAM binary.
 
-ipamd unreachable, a delegated IPAM missing from CNI_PATH, a path-like
-``ipam.type``: the allocation never happened, so the ADD's rollback must not
-keep a record for a release that can never succeed (GC would retry it
-forever); the runtime's DEL after it succeeds. An IPAM that may have
-allocated (a timed-out call) still keeps its release, as before.
+The rest of them, in-process, are in tests/unit/cni/attach/test_ipam_never_reached.py
+(the unit tier).
 """
 
 from __future__ import annotations

@@ -1,5 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
-"""cni.state.locks: flock per key across processes, bounded wait, code 11."""
+"""cni.state.locks: flock per key across processes, bounded wait, code 11: the tests
+that hold locks from other processes.
+
+The rest of them, in-process, are in tests/unit/cni/core/test_locks.py (the unit tier).
+"""
 
 from __future__ import annotations
 

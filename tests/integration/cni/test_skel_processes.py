@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
-"""cni.skel: env validation, version negotiation, output and error JSON.
+"""cni.skel: env validation, version negotiation, output and error JSON: the tests
+that run the skeleton as a process.
 
-Expected codes and messages are Go ``pkg/skel`` + ``pkg/utils`` ones, so a
-runtime sees the same thing from us as from a Go plugin.
+The rest of them, in-process, are in tests/unit/cni/core/test_skel.py (the unit tier).
 """
 
 from __future__ import annotations

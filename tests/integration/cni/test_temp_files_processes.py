@@ -1,10 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Temp files never outlive the process that made them.
+"""Temp files never outlive the process that made them: the tests that kill writer
+processes.
 
-A plugin SIGKILLed between creating a record's temp file and renaming it
-cannot clean up; the next save or delete of that record removes temp files
-whose writer is dead, and leaves a live writer's alone. An allocation
-marker's temp file goes with the marker, or with a claim that failed.
+The rest of them, in-process, are in tests/unit/cni/core/test_temp_files.py (the unit
+tier).
 """
 
 from __future__ import annotations

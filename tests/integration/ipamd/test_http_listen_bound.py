@@ -1,6 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
-"""``HOST:PORT`` as every HTTP endpoint takes it (ipamd's metrics and probes,
-the node's RDMA metrics)."""
+"""``HOST:PORT`` as every HTTP endpoint takes it (ipamd's metrics and probes,: the
+tests that bind a socket.
+
+The rest of them, in-process, are in tests/unit/ipamd/test_http_listen.py (the unit
+tier).
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The ``ipamd`` admin CLI (click CliRunner) against a real daemon."""
+"""The ``ipamd`` admin CLI (click CliRunner) against a real daemon: the tests that
+run the admin CLI against an ipamd serving on a unix socket.
+
+The rest of them, in-process, are in tests/unit/ipamd/test_ipamd_cli.py (the unit tier).
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
-"""railyard-ipam, the CNI IPAM plugin, run in-process against a real ipamd."""
+"""railyard-ipam, the CNI IPAM plugin, run in-process against a real ipamd: the tests
+that run the plugin against an ipamd serving on a unix socket.
+
+The rest of them, in-process, are in tests/unit/ipamd/test_ipamd_cni_plugin.py (the unit
+tier).
+"""
 
 from __future__ import annotations
 

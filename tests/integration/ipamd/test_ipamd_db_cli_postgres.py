@@ -1,5 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
-"""``ipamd db dump`` / ``ipamd db load``: moving a database between stores."""
+"""``ipamd db dump`` / ``ipamd db load``: moving a database between stores: the tests
+that start a PostgreSQL server.
+
+The rest of them, in-process, are in tests/unit/ipamd/test_ipamd_db_cli.py (the unit
+tier).
+"""
 
 from __future__ import annotations
 

@@ -1,21 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Fuzzing ipamd's two doors: ``ipamd pool apply`` and the gRPC API.
+"""Fuzzing ipamd's two doors: ``ipamd pool apply`` and the gRPC API: the tests that
+fuzz the CLI and the gRPC API of an ipamd serving on a unix socket.
 
-Hypothesis builds SpiderIPPool / SpiderReservedIP documents (valid ones, and
-the shapes a careless operator writes: string or huge ipVersion, multicast
-subnets, zoned addresses, deep nesting, foreign encodings, garbage) and gRPC
-requests (structured with hostile field values, and raw undecodable bytes).
-Every example must end in a valid result or a clean refusal: the CLI exits 0
-or 1 with one line and no traceback; the daemon answers with a status that
-names a reason (never UNKNOWN or INTERNAL) and logs no traceback and nothing
-at ERROR.
-
-Budget: the ``ci`` profile (default: 40 derandomized examples per test) keeps
-the whole module to a few seconds; ``RAILYARD_FUZZ_PROFILE=soak`` runs 5,000
-random examples per test (``RAILYARD_FUZZ_EXAMPLES=N`` sets another count):
-
-    RAILYARD_FUZZ_PROFILE=soak .venv/bin/python -m pytest -q -p no:cacheprovider \\
-        tests/unit/ipamd/test_ipamd_fuzz.py
+The rest of them, in-process, are in tests/unit/ipamd/test_ipamd_fuzz.py (the unit
+tier).
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
-"""What a careless operator feeds ``ipamd pool apply``, row by row.
+"""What a careless operator feeds ``ipamd pool apply``, row by row: the tests that
+send hostile input to an ipamd serving on a unix socket.
 
-Each case runs the real CLI (click CliRunner) against an in-process ipamd, or
-sends the request straight over gRPC; the CLI answers in one line without a
-traceback, and the daemon logs no traceback for any of it.
+The rest of them, in-process, are in tests/unit/ipamd/test_ipamd_hostile_input.py (the
+unit tier).
 """
 
 from __future__ import annotations

@@ -1,5 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The gRPC API end to end: a real server on a temporary unix socket."""
+"""The gRPC API end to end: a real server on a temporary unix socket: the tests that
+talk to an ipamd serving on a unix socket.
+
+The rest of them, in-process, are in tests/unit/ipamd/test_ipamd_servicer.py (the unit
+tier).
+"""
 
 from __future__ import annotations
 

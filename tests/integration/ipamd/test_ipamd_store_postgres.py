@@ -1,5 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The Store contract, run against every backend (Flower's StateTest pattern)."""
+"""The Store contract, run against every backend (Flower's StateTest pattern): the
+tests that run the store contract on a PostgreSQL server.
+
+The rest of them, in-process, are in tests/unit/ipamd/test_ipamd_store_contract.py (the
+unit tier).
+"""
 
 from __future__ import annotations
 

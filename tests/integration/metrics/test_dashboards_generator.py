@@ -1,11 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Every PromQL expression of the Grafana dashboards parses and queries only
-metrics (and labels) our exporters serve.
+"""Every PromQL expression of the Grafana dashboards parses and queries only: the
+tests that run the dashboard generator.
 
-The expressions are parsed by promql-parser (Python bindings of GreptimeDB's
-Rust PromQL parser), not by a regular expression: function names, label
-matchers and grouping clauses cannot be mistaken for metric names. The served
-names come from running the exporters' own code, not from a list.
+The rest of them, in-process, are in tests/unit/exporter/test_dashboards.py (the unit
+tier).
 """
 
 from __future__ import annotations

@@ -1,5 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
-"""What ADD records about the pod, and the ethtool and HTTP edges."""
+"""What ADD records about the pod, and the ethtool and HTTP edges: the tests that
+serve /metrics on a socket.
+
+The rest of them, in-process, are in tests/unit/exporter/test_exporter_records.py (the
+unit tier).
+"""
 
 from __future__ import annotations
 

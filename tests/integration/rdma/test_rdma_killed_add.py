@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The chained rdma plugin, run in-process through skel with fake RDMA netlink.
+"""The chained rdma plugin, run in-process through skel with fake RDMA netlink: the
+tests that kill an ADD process.
 
-Sysfs is a tmp fake tree (the real ``Sysfs`` over it), the RDMA seam is
-``FakeRdma`` (exclusive-mode visibility), state and locks live in tmp_path.
+The rest of them, in-process, are in tests/unit/cni/rdma/test_rdma_plugin.py (the unit
+tier).
 """
 
 from __future__ import annotations

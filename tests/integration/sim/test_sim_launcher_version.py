@@ -1,5 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The demo's conflists are shaped like Spiderpool's rendered ones."""
+"""The demo's conflists are shaped like Spiderpool's rendered ones: the tests that
+exec a lab launcher.
+
+The rest of them, in-process, are in tests/unit/sim/test_sim_conflist.py (the unit
+tier).
+"""
 
 from __future__ import annotations
 

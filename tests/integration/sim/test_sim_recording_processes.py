@@ -1,5 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The recording seam keeps VF tables and RDMA locations across plugin processes."""
+"""The recording seam keeps VF tables and RDMA locations across plugin processes: the
+tests that read settings from another process.
+
+The rest of them, in-process, are in tests/unit/sim/test_sim_recording.py (the unit
+tier).
+"""
 
 from __future__ import annotations
 
