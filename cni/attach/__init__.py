@@ -20,8 +20,9 @@ Imports nothing itself (importing ``cni.attach`` must cost nothing). Modules:
 - ``ipam_glue``: ``ipam_request(args, conf)`` and ``to_result(attached)``
   for any netconf satisfying ``IpamConf`` (sriov, ib-sriov);
   ``attachment_request`` (railyard-ipam too).
-- ``conf``: the netconf keys both plugins share (``deviceID``, ``link_state``,
-  ``mtu``, ``routeTable``, ``rulePriority``), read with the peers' messages.
+- the netconf keys both plugins share (``deviceID``, ``link_state``, ``mtu``,
+  ``routeTable``, ``rulePriority``, ``detectionWindowMs``) are read by
+  ``cni.netconf_fields``, with every other netconf value.
 - ``commands``: what both plugins' ``cmd_*`` share: ``attach_spec``, the deps
   and IPAM client of a command (``resources``), CHECK's prevResult, STATUS
   and GC reporting.

@@ -14,9 +14,15 @@ when a command first uses it):
 - ``cni.kernel.netns.Namespaces`` -> ``Netns`` (open/verify/temp netns)
 - ``cni.kernel.probes.RawProbes`` -> ``NicProbes`` (ARP/NDP conflict, gateway, announce)
 - ``cni.kernel.vf.NetlinkVfOps`` -> ``VfOps`` (PF-side IFLA_VF_*, GUIDs, rebind)
-- ``cni.kernel.rdma.NetlinkRdmaOps`` -> ``RdmaOps`` (NETLINK_RDMA nldev)
+- ``cni.kernel.rdma.NetlinkRdmaOps`` -> ``RdmaOps`` (NETLINK_RDMA; the nldev
+  messages, shared with the exporter, are ``cni.kernel.nldev``)
 - ``cni.kernel.udev.UdevWaiter`` -> ``DeviceWaiter`` (pyudev monitor)
 - ``cni.kernel.sysfs.Sysfs``          -> plain pathlib PCI discovery with a root
+- the RDMA exporter's reads: ``cni.kernel.stats`` (its records and seams, the
+  sysfs counters), ``cni.kernel.rdma_stats`` (nldev statistics in a pod's
+  netns), ``cni.kernel.ethtool`` (SIOCETHTOOL)
+
+``cni.kernel.cni_errors`` maps these exceptions to CNI error codes (one table).
 
 Namespaces are named by path (``/var/run/netns/x``, ``/proc/<pid>/ns/net``).
 ``None`` always means the plugin process's own network namespace (the host).
