@@ -148,6 +148,7 @@ def _keep_for_release(store: VfRecords, st: VfState) -> None:
         st.container_id,
         st.ifname,
     )
+    st.advance(Stage.RELEASE_PENDING)
     store.save(
         VfState(
             container_id=st.container_id,
@@ -159,7 +160,7 @@ def _keep_for_release(store: VfRecords, st: VfState) -> None:
             ipam_type=st.ipam_type,
             ipam_conf=dict(st.ipam_conf),
             extra=dict(st.extra),
-            stage=Stage.RELEASE_PENDING,
+            stage=st.stage,
         )
     )
 
