@@ -26,10 +26,11 @@ it.
 
 ``CORPUS`` holds issue 10's table as fixed examples, run on every CI run.
 
-Budget: the ``ci`` profile (default: 60 derandomized examples per plugin and
-command, a few seconds each) keeps the module well under a minute;
-``RAILYARD_FUZZ_PROFILE=soak`` runs 2,000 random examples per test, and
-``RAILYARD_FUZZ_EXAMPLES=N`` sets another count:
+Budget: the ``quick`` profile (default: 15 derandomized examples per plugin
+and command) keeps a developer's unit tier short; ``./dev test`` (CI) runs the
+``ci`` profile (``RAILYARD_FUZZ_PROFILE=ci``: 60, a few seconds each, the
+module well under a minute); ``RAILYARD_FUZZ_PROFILE=soak`` runs 2,000 random
+examples per test, and ``RAILYARD_FUZZ_EXAMPLES=N`` sets another count:
 
     RAILYARD_FUZZ_EXAMPLES=500 .venv/bin/python -m pytest -q -p no:cacheprovider \\
         tests/unit/cni/test_plugin_fuzz.py
@@ -71,6 +72,9 @@ settings.register_profile(
     ],
 )
 settings.register_profile(
+    "plugin-quick", settings.get_profile("plugin-ci"), max_examples=15
+)
+settings.register_profile(
     "plugin-soak",
     max_examples=2000,
     deadline=None,
@@ -81,8 +85,8 @@ settings.register_profile(
         HealthCheck.function_scoped_fixture,
     ],
 )
-_PROFILE = {"soak": "plugin-soak"}.get(
-    os.environ.get("RAILYARD_FUZZ_PROFILE", ""), "plugin-ci"
+_PROFILE = {"soak": "plugin-soak", "ci": "plugin-ci"}.get(
+    os.environ.get("RAILYARD_FUZZ_PROFILE", ""), "plugin-quick"
 )
 FUZZ = settings.get_profile(_PROFILE)
 if os.environ.get("RAILYARD_FUZZ_EXAMPLES"):
