@@ -16,9 +16,12 @@ import pytest
 from cni.ipam import Attachment, IpamError, IpamRequest
 from cni.ipam.grpc_client import IpamdClient, request_to_proto
 from ipamd.api.v1 import ipam_pb2 as pb
-from tests.unit.ipamd.test_ipamd_servicer import V, rail
+from ipamd.api.v1.version import API_VERSION
+from tests.unit.ipamd.test_ipamd_servicer import rail
 
 pytestmark = pytest.mark.integration
+
+V = API_VERSION
 
 
 @pytest.fixture
@@ -179,3 +182,29 @@ def test_pools_given_as_messages_are_validated_like_yaml(client) -> None:
     with pytest.raises(grpc.RpcError) as err:
         client.stub.ApplyPools(pb.ApplyPoolsRequest(client_version=V, pools=[pool]))
     assert "conflicts with 'spec.gateway'" in err.value.details()
+
+
+def test_allocations_survive_a_daemon_restart(short_dir, rails_yaml) -> None:
+    from ipamd.server import build
+    from ipamd.settings import Settings
+
+    settings = Settings(
+        db_url=f"sqlite:///{short_dir / 'r.db'}",
+        listen=str(short_dir / "r.sock"),
+    )
+    d = build(settings)
+    try:
+        with IpamdClient(str(d.socket)) as c:
+            c.stub.ApplyPools(
+                pb.ApplyPoolsRequest(client_version=V, manifest=rails_yaml)
+            )
+            first = c.allocate(rail("c1"))
+    finally:
+        d.stop(grace=None)
+    d = build(settings)
+    try:
+        with IpamdClient(str(d.socket)) as c:
+            assert c.check("rail1", "c1", "net1").ips == first.ips
+            assert c.allocate(rail("c2")).ips[0].address == "172.16.11.2/24"
+    finally:
+        d.stop(grace=None)

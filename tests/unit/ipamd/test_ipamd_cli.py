@@ -10,7 +10,7 @@ from ipamd.cli import main
 
 def test_admin_command_without_daemon_fails_clearly(short_dir) -> None:
     res = CliRunner().invoke(
-        main, ["status", "--socket", str(short_dir / "none.sock"), "--timeout", "0.5"]
+        main, ["status", "--socket", str(short_dir / "none.sock"), "--timeout", "0.2"]
     )
     assert res.exit_code == 1
     assert "UNAVAILABLE" in res.output

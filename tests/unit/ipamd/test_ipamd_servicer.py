@@ -11,8 +11,6 @@ from ipamd.api.v1 import ipam_pb2 as pb
 from ipamd.api.v1.version import API_VERSION
 from ipamd.client import configured_endpoints
 
-V = API_VERSION
-
 
 def rail(cid: str, **kw) -> IpamRequest:
     return IpamRequest(
@@ -24,34 +22,8 @@ def rail(cid: str, **kw) -> IpamRequest:
     )
 
 
-def test_allocations_survive_a_daemon_restart(short_dir, rails_yaml) -> None:
-    from ipamd.server import build
-    from ipamd.settings import Settings
-
-    settings = Settings(
-        db_url=f"sqlite:///{short_dir / 'r.db'}",
-        listen=str(short_dir / "r.sock"),
-    )
-    d = build(settings)
-    try:
-        with IpamdClient(str(d.socket)) as c:
-            c.stub.ApplyPools(
-                pb.ApplyPoolsRequest(client_version=V, manifest=rails_yaml)
-            )
-            first = c.allocate(rail("c1"))
-    finally:
-        d.stop(grace=None)
-    d = build(settings)
-    try:
-        with IpamdClient(str(d.socket)) as c:
-            assert c.check("rail1", "c1", "net1").ips == first.ips
-            assert c.allocate(rail("c2")).ips[0].address == "172.16.11.2/24"
-    finally:
-        d.stop(grace=None)
-
-
 def test_daemon_down_is_try_again_for_allocate_and_50_for_status(short_dir) -> None:
-    with IpamdClient(str(short_dir / "absent.sock"), timeout=0.5) as c:
+    with IpamdClient(str(short_dir / "absent.sock"), timeout=0.2) as c:
         with pytest.raises(IpamError) as err:
             c.allocate(rail("c1"))
         assert err.value.code == 11
