@@ -23,7 +23,8 @@ same codes and messages, so runtimes and their logs see no difference:
   supports ["a" "b"]``); CHECK below 0.4.0 and GC/STATUS below 1.1.0 -> 1
   ``config version does not allow CHECK`` (or GC/STATUS).
 - ADD/CHECK/DEL whose CNI_NETNS is the plugin's own netns -> 8 unless
-  CNI_NETNS_OVERRIDE is 1/true (inode compare with /proc/self/ns/net). Go
+  CNI_NETNS_OVERRIDE is 1/true (inode compare with /proc/self/ns/net; both
+  netns checks go through the ``Netns`` given to ``run_plugin``). Go
   checks ADD and DEL after calling the plugin; we check before, so nothing is
   ever done to the host's own interfaces.
 - GC: ``cni.dev/valid-attachments`` (and the spec's earlier misspelling
