@@ -28,12 +28,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cni.record.store import AttachmentRecords
-from cni.record.vf import Stage
-
-#: Stages of a record whose VF is in the pod (the last one an ADD writes is
-#: one of them). An earlier one is an ADD under way; the DEL stages belong to
-#: a pod on its way out.
-IN_POD = frozenset({Stage.NETDEV_IN_POD, Stage.ADDRESSES_RECORDED})
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +51,7 @@ def pod_nics(state_dir: Path | str) -> list[PodNic]:
     nics: list[PodNic] = []
     for att in AttachmentRecords(state_dir).all():
         st = att.vf
-        if st is None or st.stage not in IN_POD:
+        if st is None or not st.stage.in_pod:
             continue
         chained = att.rdma.container_dev if att.rdma else ""
         nics.append(

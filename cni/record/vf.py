@@ -100,6 +100,12 @@ class Stage(StrEnum):
         """The VF is back in the host: only the address (and record) remain."""
         return self in (Stage.VF_HOME, Stage.RELEASE_PENDING)
 
+    @property
+    def in_pod(self) -> bool:
+        """The netdev is in the pod (a finished ADD's record says so); an
+        earlier stage is an ADD under way, a DEL stage a pod on its way out."""
+        return self in (Stage.NETDEV_IN_POD, Stage.ADDRESSES_RECORDED)
+
 
 #: Legacy values read back as the stage now written in their place: release
 #: 0.1.0 defined "attached" ("ADD done") but never saved it.
