@@ -284,3 +284,83 @@ def make_pf(netdevsim_module: None) -> Iterator[Callable[..., NetdevsimPf]]:
     yield make
     for nsim_id in made:
         (NSIM_BUS / "del_device").write_text(f"{nsim_id}\n")
+
+
+# ---------------------------------------------------------------------- rxe
+
+STOCK_RXE = None  # Debian's own rdma_rxe: modprobe finds it
+
+
+def movable_rxe() -> Path:
+    """The test-only rxe build whose devices the kernel lets move (modules.sh)."""
+    return module_dir() / "rxe-movable" / "rdma_rxe.ko"
+
+
+def use_rxe(build: Path | None) -> None:
+    """Have ``build`` (None: Debian's) be the loaded rdma_rxe: a loaded other
+    one is unloaded first (its devices with it)."""
+    taint = Path("/sys/module/rdma_rxe/taint")
+    if taint.exists():
+        # Our build is out of tree: the kernel marks the module "O".
+        if ("O" in taint.read_text()) == (build is not None):
+            return
+        for dev in rdma_links():
+            sh("rdma", "link", "del", dev, check=False)
+        sh("rmmod", "rdma_rxe")
+    if build is None:
+        load_module("rdma_rxe")
+    else:
+        for dependency in ("ib_uverbs", "ip6_udp_tunnel", "udp_tunnel"):
+            load_module(dependency)
+        sh("insmod", str(build))
+
+
+def rdma_links(netns: str | None = None) -> list[str]:
+    where = ["ip", "netns", "exec", os.path.basename(netns)] if netns else []
+    out = sh(*where, "rdma", "-j", "link", "show", check=False).stdout
+    return sorted({link["ifname"] for link in json.loads(out or "[]")})
+
+
+def set_rdma_netns_mode(mode: str) -> None:
+    sh("rdma", "system", "set", "netns", mode)
+
+
+def _run_in(netns: str | None, *argv: str) -> subprocess.CompletedProcess[str]:
+    where = ["ip", "netns", "exec", os.path.basename(netns)] if netns else []
+    return sh(*where, *argv, check=False)
+
+
+def netns_paths() -> list[str]:
+    run = Path("/run/netns")
+    return sorted(str(p) for p in run.iterdir()) if run.exists() else []
+
+
+@pytest.fixture
+def make_rxe() -> Iterator[Callable[..., str]]:
+    """Factory of rxe devices ``name`` over a fresh dummy netdev (host netns),
+    with the rdma_rxe build asked for; both removed after the test, wherever
+    the device ended up."""
+    if not INSIDE:
+        pytest.skip("runs inside the real-kernel VM only")
+    devices: list[str] = []
+    netdevs: list[str] = []
+
+    def make(name: str, build: Path | None = STOCK_RXE, netdev: str | None = None) -> str:
+        use_rxe(build)
+        if netdev is None:
+            load_module("dummy")
+            netdev = f"{name}n"
+            sh("ip", "link", "add", netdev, "type", "dummy")
+            sh("ip", "link", "set", netdev, "up")
+            netdevs.append(netdev)
+        sh("rdma", "link", "add", name, "type", "rxe", "netdev", netdev)
+        devices.append(name)
+        return name
+
+    yield make
+    for name in devices:
+        for netns in (None, *netns_paths()):
+            if _run_in(netns, "rdma", "link", "del", name).returncode == 0:
+                break
+    for netdev in netdevs:
+        sh("ip", "link", "del", netdev, check=False)
