@@ -364,3 +364,35 @@ def make_rxe() -> Iterator[Callable[..., str]]:
                 break
     for netdev in netdevs:
         sh("ip", "link", "del", netdev, check=False)
+
+
+# ---------------------------------------------------------------------- labs
+
+#: Seconds ipamd and the agent may take to start: imports run under TCG.
+LAB_DAEMON_TIMEOUT = 180
+
+
+@pytest.fixture
+def make_lab(tmp_path: Path, netdevsim_module: None) -> Iterator[Callable[..., object]]:
+    """Factory of simulated hosts whose PFs are netdevsim devices (and whose
+    RDMA is the kernel's with ``rdma=True``), with ipamd and the agent up:
+    the plugins run warm, as on a node. Everything is removed after the test."""
+    from railyard_sim import agent, daemon
+    from railyard_sim.lab import Lab
+
+    labs: list[Lab] = []
+
+    def make(rails: int = 1, ib_rails: int = 0, vfs: int = 2, rdma: bool = False) -> Lab:
+        seams = frozenset({"vf", "rdma"} if rdma else {"vf"})
+        lab_dir = tmp_path / f"lab{len(labs)}"
+        lab = Lab.up(lab_dir, rails=rails, ib_rails=ib_rails, vfs_per_pf=vfs, kernel_seams=seams)
+        labs.append(lab)
+        daemon.start(lab.dir, timeout=LAB_DAEMON_TIMEOUT)
+        daemon.apply_pools(lab.dir, lab.pools_file)
+        agent.start(lab.dir, timeout=LAB_DAEMON_TIMEOUT)
+        return lab
+
+    yield make
+    for lab in labs:
+        agent.stop(lab.dir)
+        lab.down()
