@@ -78,10 +78,12 @@ def pair(server_ns: str, client_ns: str, argv: Sequence[str], port: int, server_
 
 
 def perftest_row(output: str, size: int) -> list[str]:
-    """The result row of a perftest report: '#bytes #iterations ...'."""
+    """The result row of a perftest report: '#bytes #iterations <numbers>'."""
     rows = [line.split() for line in output.splitlines()]
     found = [r for r in rows if len(r) > 2 and r[0] == str(size) and r[1].isdigit()]
     assert found, output
+    assert all(re.fullmatch(r"[\d.]+", cell) for cell in found[-1]), found[-1]
+    print(" ".join(found[-1]))  # in the VM's log: the numbers of this run
     return found[-1]
 
 
@@ -108,13 +110,13 @@ def test_two_pods_attached_by_railyard_exchange_rdma_traffic(
 
     send_bw = ["ib_send_bw", "-d", dev, "-x", gid, "-n", str(ITERS), "-s", "65536", "-F", "-p", "18516"]
     _, client = pair(a.netns, b.netns, send_bw, 18516, ip_a)
-    row = perftest_row(client, 65536)
-    assert row[1] == str(ITERS) and float(row[3]) > 0  # iterations, BW average MB/s
+    # Completions asserted: the report row of all 200 sends. The rates under
+    # TCG say nothing about the code (and perftest's clock reads 0 there).
+    assert perftest_row(client, 65536)[1] == str(ITERS)
 
     read_lat = ["ib_read_lat", "-d", dev, "-x", gid, "-n", str(ITERS), "-F", "-p", "18517"]
     _, client = pair(a.netns, b.netns, read_lat, 18517, ip_a)
-    row = perftest_row(client, 2)
-    assert row[1] == str(ITERS) and float(row[2]) > 0  # iterations, t_min usec
+    assert perftest_row(client, 2)[1] == str(ITERS)
 
     for pod in (a, b):
         assert pods.detach(lab, pod) == []
