@@ -208,7 +208,9 @@ def decode_vfs(body: bytes) -> dict[int, VfInfo]:
 def num_vfs(body: bytes) -> int | None:
     """IFLA_NUM_VF of one RTM_NEWLINK answer: how many VFs the PF has."""
     raw = rtnl.attrs(body, rtnl.IFINFOMSG.size).get(IFLA_NUM_VF)
-    return struct.unpack_from("=I", raw)[0] if raw is not None and len(raw) >= 4 else None
+    return (
+        struct.unpack_from("=I", raw)[0] if raw is not None and len(raw) >= 4 else None
+    )
 
 
 PENDING = b"pending"  # parse_reply: nothing for this request in the buffer yet

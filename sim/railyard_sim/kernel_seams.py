@@ -63,7 +63,9 @@ def add_netdevsim_pf(numvfs: int) -> tuple[int, str]:
     """A new netdevsim device with ``numvfs`` VFs: (its id, its netdev)."""
     if not NSIM_BUS.exists():
         raise KernelSeamError("no netdevsim on this kernel (load the module first)")
-    taken = {int(p.name.removeprefix("netdevsim")) for p in (NSIM_BUS / "devices").iterdir()}
+    taken = {
+        int(p.name.removeprefix("netdevsim")) for p in (NSIM_BUS / "devices").iterdir()
+    }
     nsim_id = max(taken, default=0) + 1
     (NSIM_BUS / "new_device").write_text(f"{nsim_id} 1\n")
     dev = NSIM_BUS / "devices" / f"netdevsim{nsim_id}"

@@ -435,7 +435,18 @@ class Lab:
                 nsim_id, netdev = kernel_seams.add_netdevsim_pf(len(r.vfs))
                 pfs[r.pf_netdev] = nsim_id
                 kernel_seams.write(self.dir, {"vf": pfs, "rdma": "rdma" in seams})
-                run_ip(["link", "set", netdev, "name", r.pf_netdev, "mtu", str(r.pf_mtu), "up"])
+                run_ip(
+                    [
+                        "link",
+                        "set",
+                        netdev,
+                        "name",
+                        r.pf_netdev,
+                        "mtu",
+                        str(r.pf_mtu),
+                        "up",
+                    ]
+                )
         for r in m.rails:
             ports = [*(() if netdevsim_pfs else (r.pf_peer,)), *(v.peer for v in r.vfs)]
             fabric = [

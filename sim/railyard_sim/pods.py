@@ -292,7 +292,9 @@ def attach(
             [before] = ip_json(["link", "show", "dev", host]) or [{}]
             guid = ib_guids and rail.kind == "ib"
             caps = {"infinibandGUID": ib_guid(lab, rail, vf.index)} if guid else {}
-            vf_before = kernel_seams.vf_table(lab.dir, rail.pf_netdev, len(rail.vfs))[vf.index]
+            vf_before = kernel_seams.vf_table(lab.dir, rail.pf_netdev, len(rail.vfs))[
+                vf.index
+            ]
             nic = Nic(
                 ifname=f"net{i}",
                 rail=rail.number,
@@ -385,7 +387,9 @@ def _verify_restored(lab: Lab, nic: Nic) -> list[str]:
                 f"{nic.pci}: {now} has MAC {link['address']} MTU {link['mtu']}, "
                 f"was {nic.host_mac} MTU {nic.host_mtu}"
             )
-    after = asdict(kernel_seams.vf_table(lab.dir, rail.pf_netdev, len(rail.vfs))[vf.index])
+    after = asdict(
+        kernel_seams.vf_table(lab.dir, rail.pf_netdev, len(rail.vfs))[vf.index]
+    )
     before = dict(nic.vf_before)
     if before.get("vlan_proto") == 0 and after.get("vlan_proto") == VLAN_8021Q:
         # A driver that reports no VLAN protocol (netdevsim's fresh VF) is

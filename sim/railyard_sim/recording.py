@@ -378,7 +378,9 @@ class RecordingVfOps(_Recorder):
             # table): the id below VLAN_N_VID, the priority at most 7; the
             # protocol is passed to the driver as it comes.
             if not 0 <= vlan <= 4095 or not 0 <= qos <= 7:
-                raise InvalidArgument(f"vlan {vlan} qos {qos} out of range", errno.EINVAL)
+                raise InvalidArgument(
+                    f"vlan {vlan} qos {qos} out of range", errno.EINVAL
+                )
             entry.update(vlan=vlan, qos=qos, vlan_proto=proto)
 
     def set_mac(self, pf: str, vf: int, mac: str) -> None:

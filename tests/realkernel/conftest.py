@@ -22,7 +22,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -79,7 +78,9 @@ class VmSessions:
             if self.skip_reason is None:
                 stamp = module_dir() / "modules.stamp"
                 if not stamp.exists():
-                    self.skip_reason = f"{stamp} missing: run ./dev bootstrap (builds netdevsim, rxe)"
+                    self.skip_reason = (
+                        f"{stamp} missing: run ./dev bootstrap (builds netdevsim, rxe)"
+                    )
         return self.skip_reason
 
     def run_group(self, group: str, items: list[pytest.Item]) -> GroupRun:
@@ -99,9 +100,19 @@ class VmSessions:
                 NODEIDS_ENV: str(nodeids),
                 REPORT_ENV: str(report),
             }
-            argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *files]
+            argv = [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-p",
+                "no:cacheprovider",
+                "-q",
+                *files,
+            ]
             try:
-                run.result = vm.run(argv, shares=[tmp], env=env, cwd=ROOT, timeout=VM_TIMEOUT)
+                run.result = vm.run(
+                    argv, shares=[tmp], env=env, cwd=ROOT, timeout=VM_TIMEOUT
+                )
             except vm.VmUnavailable as exc:
                 run.error = f"the VM did not start: {exc}"
                 return run
@@ -132,11 +143,15 @@ def _replay(item: pytest.Item, run: GroupRun) -> None:
         tail = ""
         if res is not None:
             tail = (
-                "\n--- pytest inside the VM (tail) ---\n" + res.output[-6000:]
-                + "\n--- VM console (tail) ---\n" + res.console[-3000:]
+                "\n--- pytest inside the VM (tail) ---\n"
+                + res.output[-6000:]
+                + "\n--- VM console (tail) ---\n"
+                + res.console[-3000:]
             )
         why = run.error or "the test did not run inside the VM"
-        entries = [{"when": "call", "outcome": "failed", "longrepr": why + tail, "duration": 0}]
+        entries = [
+            {"when": "call", "outcome": "failed", "longrepr": why + tail, "duration": 0}
+        ]
     for entry in entries:
         longrepr = entry["longrepr"]
         if entry["outcome"] == "skipped" and isinstance(longrepr, list):
@@ -150,7 +165,9 @@ def _replay(item: pytest.Item, run: GroupRun) -> None:
 
 
 @pytest.hookimpl(tryfirst=True)
-def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
+def pytest_runtest_protocol(
+    item: pytest.Item, nextitem: pytest.Item | None
+) -> bool | None:
     group = group_of(item)
     if INSIDE or group is None:
         return None
@@ -161,7 +178,9 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     return True
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(
+    config: pytest.Config, items: list[pytest.Item]
+) -> None:
     if INSIDE:
         wanted_file = os.environ.get(NODEIDS_ENV)
         if wanted_file:
@@ -172,19 +191,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     ours = [i for i in items if group_of(i) is not None]
     if ours and SESSIONS.unavailable() is not None:
-        skip = pytest.mark.skip(reason=f"REAL-KERNEL TIER SKIPPED: {SESSIONS.skip_reason}")
+        skip = pytest.mark.skip(
+            reason=f"REAL-KERNEL TIER SKIPPED: {SESSIONS.skip_reason}"
+        )
         for item in ours:
             item.add_marker(skip)
 
 
-def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:  # type: ignore[no-untyped-def]
+def pytest_terminal_summary(
+    terminalreporter, exitstatus: int, config: pytest.Config
+) -> None:  # type: ignore[no-untyped-def]
     if INSIDE:
         return
     for line in SESSIONS.timings:
         terminalreporter.write_line(line)
     if SESSIONS.skip_reason is not None:
         terminalreporter.write_line(
-            f"!!! REAL-KERNEL TIER SKIPPED: {SESSIONS.skip_reason} !!!", red=True, bold=True
+            f"!!! REAL-KERNEL TIER SKIPPED: {SESSIONS.skip_reason} !!!",
+            red=True,
+            bold=True,
         )
 
 
@@ -201,7 +226,9 @@ def pytest_runtest_logreport(report: TestReport) -> None:
     if report.outcome == "skipped" and isinstance(report.longrepr, tuple):
         longrepr = list(report.longrepr)
     elif report.outcome == "failed":
-        sections = "".join(f"\n--- {name} ---\n{text}" for name, text in report.sections)
+        sections = "".join(
+            f"\n--- {name} ---\n{text}" for name, text in report.sections
+        )
         longrepr = report.longreprtext + sections
     entry = {
         "nodeid": report.nodeid,
@@ -218,7 +245,9 @@ def sh(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     """Run a command inside the VM; on failure, the command and its stderr."""
     proc = subprocess.run(argv, capture_output=True, text=True, check=False)
     if check and proc.returncode != 0:
-        raise AssertionError(f"{' '.join(argv)} -> {proc.returncode}: {proc.stderr.strip()}")
+        raise AssertionError(
+            f"{' '.join(argv)} -> {proc.returncode}: {proc.stderr.strip()}"
+        )
     return proc
 
 
@@ -242,9 +271,6 @@ class NetdevsimPf:
     netdev: str
     sysfs: Path
 
-    def set_numvfs(self, count: int) -> None:
-        (self.sysfs / "sriov_numvfs").write_text(f"{count}\n")
-
 
 @pytest.fixture(scope="session")
 def netdevsim_module() -> None:
@@ -256,34 +282,25 @@ def netdevsim_module() -> None:
         sh("mount", "-t", "debugfs", "debugfs", str(DEBUGFS), check=False)
 
 
-_nsim_ids = iter(range(1, 10_000))
-
-
 @pytest.fixture
 def make_pf(netdevsim_module: None) -> Iterator[Callable[..., NetdevsimPf]]:
     """Factory of netdevsim PFs with ``vfs`` VFs; every one removed after the test."""
+    from railyard_sim.kernel_seams import add_netdevsim_pf, remove_netdevsim_pf
+
     made: list[int] = []
 
     def make(vfs: int = 8) -> NetdevsimPf:
-        nsim_id = next(_nsim_ids)
-        (NSIM_BUS / "new_device").write_text(f"{nsim_id} 1\n")
+        nsim_id, netdev = add_netdevsim_pf(vfs)
         made.append(nsim_id)
-        dev = NSIM_BUS / "devices" / f"netdevsim{nsim_id}"
-        deadline = time.monotonic() + 10
-        while not (netdevs := sorted(p.name for p in (dev / "net").glob("*"))):
-            if time.monotonic() > deadline:
-                raise AssertionError(f"netdevsim{nsim_id} made no netdev")
-            time.sleep(0.05)
-        netdev = netdevs[0]
-        if vfs > 4:  # netdevsim's default ceiling; debugfs raises it
-            (DEBUGFS / "netdevsim" / f"netdevsim{nsim_id}" / "max_vfs").write_text(f"{vfs}\n")
-        pf = NetdevsimPf(nsim_id, netdev, dev)
-        pf.set_numvfs(vfs)
-        return pf
+        return NetdevsimPf(
+            nsim_id, netdev, NSIM_BUS / "devices" / f"netdevsim{nsim_id}"
+        )
 
-    yield make
-    for nsim_id in made:
-        (NSIM_BUS / "del_device").write_text(f"{nsim_id}\n")
+    try:
+        yield make
+    finally:
+        for nsim_id in made:
+            remove_netdevsim_pf(nsim_id)
 
 
 # ---------------------------------------------------------------------- rxe
@@ -345,7 +362,9 @@ def make_rxe() -> Iterator[Callable[..., str]]:
     devices: list[str] = []
     netdevs: list[str] = []
 
-    def make(name: str, build: Path | None = STOCK_RXE, netdev: str | None = None) -> str:
+    def make(
+        name: str, build: Path | None = STOCK_RXE, netdev: str | None = None
+    ) -> str:
         use_rxe(build)
         if netdev is None:
             load_module("dummy")
@@ -372,27 +391,56 @@ def make_rxe() -> Iterator[Callable[..., str]]:
 LAB_DAEMON_TIMEOUT = 180
 
 
-@pytest.fixture
-def make_lab(tmp_path: Path, netdevsim_module: None) -> Iterator[Callable[..., object]]:
-    """Factory of simulated hosts whose PFs are netdevsim devices (and whose
-    RDMA is the kernel's with ``rdma=True``), with ipamd and the agent up:
-    the plugins run warm, as on a node. Everything is removed after the test."""
+def _lab_factory(root: Path) -> tuple[Callable[..., object], Callable[[], None]]:
+    """make(rails, ib_rails, vfs, rdma) -> a started lab, and the teardown."""
     from railyard_sim import agent, daemon
     from railyard_sim.lab import Lab
 
     labs: list[Lab] = []
 
-    def make(rails: int = 1, ib_rails: int = 0, vfs: int = 2, rdma: bool = False) -> Lab:
+    def make(
+        rails: int = 1, ib_rails: int = 0, vfs: int = 2, rdma: bool = False
+    ) -> Lab:
         seams = frozenset({"vf", "rdma"} if rdma else {"vf"})
-        lab_dir = tmp_path / f"lab{len(labs)}"
-        lab = Lab.up(lab_dir, rails=rails, ib_rails=ib_rails, vfs_per_pf=vfs, kernel_seams=seams)
+        lab_dir = root / f"lab{len(labs)}"
+        lab = Lab.up(
+            lab_dir, rails=rails, ib_rails=ib_rails, vfs_per_pf=vfs, kernel_seams=seams
+        )
         labs.append(lab)
         daemon.start(lab.dir, timeout=LAB_DAEMON_TIMEOUT)
         daemon.apply_pools(lab.dir, lab.pools_file)
         agent.start(lab.dir, timeout=LAB_DAEMON_TIMEOUT)
         return lab
 
-    yield make
-    for lab in labs:
-        agent.stop(lab.dir)
-        lab.down()
+    def teardown() -> None:
+        for lab in labs:
+            agent.stop(lab.dir)
+            lab.down()
+
+    return make, teardown
+
+
+@pytest.fixture
+def make_lab(tmp_path: Path, netdevsim_module: None) -> Iterator[Callable[..., object]]:
+    """Factory of simulated hosts whose PFs are netdevsim devices (and whose
+    RDMA is the kernel's with ``rdma=True``), with ipamd and the agent up:
+    the plugins run warm, as on a node. Everything is removed after the test."""
+    make, teardown = _lab_factory(tmp_path)
+    try:
+        yield make
+    finally:
+        teardown()
+
+
+@pytest.fixture(scope="session")
+def node_lab(
+    tmp_path_factory: pytest.TempPathFactory, netdevsim_module: None
+) -> Iterator[object]:
+    """One netdevsim-PF lab (a RoCE rail and an IB rail, 3 VFs each) for the
+    tests that only attach pods to it and take them off again: its ipamd and
+    agent start once (tens of seconds of imports under TCG)."""
+    make, teardown = _lab_factory(tmp_path_factory.mktemp("node-lab"))
+    try:
+        yield make(rails=1, ib_rails=1, vfs=3)
+    finally:
+        teardown()

@@ -2,7 +2,8 @@
 """sriov and ib-sriov end to end on a real VF table.
 
 The lab variant whose PFs are netdevsim devices (railyard_sim.kernel_seams):
-the plugins, run warm through the lab's railyard-agent, write every PF-side
+the plugins, run warm through the lab's railyard-agent (one lab for the
+session: ``node_lab``), write every PF-side
 VF setting with the production VfOps and the kernel validates and keeps it;
 ``ip link show <pf>`` (iproute2, an independent reader) sees it, and DEL puts
 the kernel's table back. Still simulated here: the VF netdevs (veth
@@ -13,7 +14,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -35,8 +35,8 @@ def iproute2_vf(pf: str, vf: int) -> dict[str, Any]:
     return next(v for v in link["vfinfo_list"] if v["vf"] == vf)
 
 
-def test_sriov_writes_and_restores_the_kernels_vf_table(make_lab: Callable[..., Lab]) -> None:
-    lab = make_lab(rails=1)
+def test_sriov_writes_and_restores_the_kernels_vf_table(node_lab: Lab) -> None:
+    lab = node_lab
     rail = lab.rails[0]
     vf = rail.vfs[1]
     ops = NetlinkVfOps(Sysfs())
@@ -57,7 +57,11 @@ def test_sriov_writes_and_restores_the_kernels_vf_table(make_lab: Callable[..., 
     )  # fmt: skip
     seen = iproute2_vf(rail.pf_netdev, vf.index)
     assert seen["vlan_list"][0] == {"vlan": 100, "qos": 3, "protocol": "802.1ad"}
-    assert (seen["spoofchk"], seen["trust"], seen["link_state"]) == (True, True, "disable")
+    assert (seen["spoofchk"], seen["trust"], seen["link_state"]) == (
+        True,
+        True,
+        "disable",
+    )
     assert (seen["rate"]["min_tx"], seen["rate"]["max_tx"]) == (10, 100)
     assert result["interfaces"][0]["name"] == "net1"
 
@@ -65,16 +69,18 @@ def test_sriov_writes_and_restores_the_kernels_vf_table(make_lab: Callable[..., 
     # A fresh netdevsim VF reports VLAN protocol 0; the restore writes 802.1Q
     # (what 0 means to a driver, and the only protocol mlx5 accepts).
     assert ops.get_vf(rail.pf_netdev, vf.index) == replace(before, vlan_proto=0x8100)
+    assert pods.detach(lab, pod) == []  # the sandbox (no NICs recorded) goes
 
 
-def test_ib_sriov_refuses_a_netdevsim_vf_before_any_change(make_lab: Callable[..., Lab]) -> None:
+def test_ib_sriov_refuses_a_netdevsim_vf_before_any_change(node_lab: Lab) -> None:
     """ib-sriov end to end with the real VfOps: netdevsim is no IPoIB device
     (it reports no VF GUIDs, the kernel's sign of one), so ib-sriov refuses
     its VF as Ethernet before the first change, and the kernel's table is
     untouched. ib-sriov's own path (GUIDs, pkeys, the rebind) needs an IPoIB
     PF: hardware."""
-    lab = make_lab(rails=0, ib_rails=1)
-    rail = lab.rails[0]
+    lab = node_lab
+    rail = lab.rails[1]
+    assert rail.kind == "ib"
     vf = rail.vfs[0]
     ops = NetlinkVfOps(Sysfs())
     before = ops.get_vf(rail.pf_netdev, vf.index)
@@ -84,7 +90,11 @@ def test_ib_sriov_refuses_a_netdevsim_vf_before_any_change(make_lab: Callable[..
     rt = pods.runtime(lab)
     with pytest.raises(PluginError) as err:
         rt.add(conf, att)
-    assert err.value.msg == f"VF {vf.pci} is an ethernet VF; ib-sriov needs an infiniband VF"
+    assert (
+        err.value.msg
+        == f"VF {vf.pci} is an ethernet VF; ib-sriov needs an infiniband VF"
+    )
     assert ops.get_vf(rail.pf_netdev, vf.index) == before
     rt.delete(conf, att)
     assert ops.get_vf(rail.pf_netdev, vf.index) == before
+    assert pods.detach(lab, pod) == []

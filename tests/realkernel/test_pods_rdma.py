@@ -41,7 +41,9 @@ def ipv4_gid_index(dev: str, timeout: float = 20) -> int:
             if entry.read_text().strip().startswith("0000:0000:0000:0000:0000:ffff:"):
                 return int(entry.name)
         time.sleep(0.2)
-    raise AssertionError(f"{dev} has no IPv4 GID: {[p.read_text() for p in gids.iterdir()]}")
+    raise AssertionError(
+        f"{dev} has no IPv4 GID: {[p.read_text() for p in gids.iterdir()]}"
+    )
 
 
 def listening(netns: str, port: int) -> bool:
@@ -49,7 +51,9 @@ def listening(netns: str, port: int) -> bool:
     return bool(out.strip())
 
 
-def pair(server_ns: str, client_ns: str, argv: Sequence[str], port: int, server_ip: str) -> tuple[str, str]:
+def pair(
+    server_ns: str, client_ns: str, argv: Sequence[str], port: int, server_ip: str
+) -> tuple[str, str]:
     """Run ``argv`` as server in one pod and client in the other; both outputs."""
     server = subprocess.Popen(
         ["ip", "netns", "exec", server_ns, *argv],
@@ -89,9 +93,9 @@ def perftest_row(output: str, size: int) -> list[str]:
 
 @pytest.mark.realkernel
 def test_two_pods_attached_by_railyard_exchange_rdma_traffic(
-    make_lab: Callable[..., Lab], make_rxe: Callable[..., str]
+    node_lab: Lab, make_rxe: Callable[..., str]
 ) -> None:
-    lab = make_lab(rails=1)
+    lab = node_lab
     a, b = pods.create(lab, "i25ra"), pods.create(lab, "i25rb")
     for pod in (a, b):
         pods.attach(lab, pod, nics=1, rdma=False, ipv6=False)
@@ -104,17 +108,51 @@ def test_two_pods_attached_by_railyard_exchange_rdma_traffic(
     assert NetlinkRdmaOps().netns_mode() == "shared"
     assert dev in NetlinkRdmaOps().devices(a.netns_path)
 
-    pingpong = ["ibv_rc_pingpong", "-d", dev, "-g", gid, "-n", str(ITERS), "-p", "18515"]
+    pingpong = [
+        "ibv_rc_pingpong",
+        "-d",
+        dev,
+        "-g",
+        gid,
+        "-n",
+        str(ITERS),
+        "-p",
+        "18515",
+    ]
     for out in pair(a.netns, b.netns, pingpong, 18515, ip_a):
         assert re.search(rf"\b{ITERS} iters in [\d.]+ seconds", out), out
 
-    send_bw = ["ib_send_bw", "-d", dev, "-x", gid, "-n", str(ITERS), "-s", "65536", "-F", "-p", "18516"]
+    send_bw = [
+        "ib_send_bw",
+        "-d",
+        dev,
+        "-x",
+        gid,
+        "-n",
+        str(ITERS),
+        "-s",
+        "65536",
+        "-F",
+        "-p",
+        "18516",
+    ]
     _, client = pair(a.netns, b.netns, send_bw, 18516, ip_a)
     # Completions asserted: the report row of all 200 sends. The rates under
     # TCG say nothing about the code (and perftest's clock reads 0 there).
     assert perftest_row(client, 65536)[1] == str(ITERS)
 
-    read_lat = ["ib_read_lat", "-d", dev, "-x", gid, "-n", str(ITERS), "-F", "-p", "18517"]
+    read_lat = [
+        "ib_read_lat",
+        "-d",
+        dev,
+        "-x",
+        gid,
+        "-n",
+        str(ITERS),
+        "-F",
+        "-p",
+        "18517",
+    ]
     _, client = pair(a.netns, b.netns, read_lat, 18517, ip_a)
     assert perftest_row(client, 2)[1] == str(ITERS)
 

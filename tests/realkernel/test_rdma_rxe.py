@@ -79,7 +79,9 @@ def test_moving_a_device_that_is_not_there(
 ) -> None:
     make_rxe("i25rxs2")
     pod = make_netns("i25pod")
-    with pytest.raises(DeviceNotFound, match="RDMA device i25nothere not found in the host"):
+    with pytest.raises(
+        DeviceNotFound, match="RDMA device i25nothere not found in the host"
+    ):
         ops.move("i25nothere", pod)
 
 
@@ -93,7 +95,10 @@ def test_exclusive_mode_is_reported(exclusive_mode: None, ops: NetlinkRdmaOps) -
 
 @exclusive
 def test_debians_rxe_cannot_move_and_says_so(
-    exclusive_mode: None, ops: NetlinkRdmaOps, make_rxe: MakeRxe, make_netns: Callable[..., str]
+    exclusive_mode: None,
+    ops: NetlinkRdmaOps,
+    make_rxe: MakeRxe,
+    make_netns: Callable[..., str],
 ) -> None:
     dev = make_rxe("i25rxe0")
     pod = make_netns("i25pod")
@@ -109,7 +114,10 @@ def test_debians_rxe_cannot_move_and_says_so(
 
 @exclusive
 def test_the_movable_rxe_moves_into_a_pod_and_back(
-    exclusive_mode: None, ops: NetlinkRdmaOps, make_rxe: MakeRxe, make_netns: Callable[..., str]
+    exclusive_mode: None,
+    ops: NetlinkRdmaOps,
+    make_rxe: MakeRxe,
+    make_netns: Callable[..., str],
 ) -> None:
     dev = make_rxe("i25rxe1", movable_rxe())
     pod = make_netns("i25pod")
@@ -123,7 +131,10 @@ def test_the_movable_rxe_moves_into_a_pod_and_back(
 
 @exclusive
 def test_a_device_left_in_a_destroyed_pod_comes_back_to_the_host(
-    exclusive_mode: None, ops: NetlinkRdmaOps, make_rxe: MakeRxe, make_netns: Callable[..., str]
+    exclusive_mode: None,
+    ops: NetlinkRdmaOps,
+    make_rxe: MakeRxe,
+    make_netns: Callable[..., str],
 ) -> None:
     dev = make_rxe("i25rxe2", movable_rxe())
     pod = make_netns("i25pod")

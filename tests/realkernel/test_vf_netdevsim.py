@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from cni.attach.pf import apply_pf_settings, restore_pf_settings
 from cni.errors import CniError
 from cni.kernel import (
     DeviceNotFound,
@@ -26,11 +27,10 @@ from cni.kernel import (
     LinkNotFound,
     NotSupported,
     VfInfo,
+    rtnl,
 )
-from cni.kernel import rtnl
 from cni.kernel.sysfs import Sysfs
 from cni.kernel.vf import RTEXT_FILTER_VF, NetlinkVfOps, decode_vfs, num_vfs
-from cni.attach.pf import apply_pf_settings, restore_pf_settings
 from cni.record.vf import PfSettings
 from cni.rollback import Rollback
 from tests.realkernel.conftest import NetdevsimPf
@@ -50,13 +50,17 @@ def pf(make_pf: MakePf) -> str:
     return make_pf(vfs=8).netdev
 
 
-def test_a_fresh_vf_reads_back_as_the_kernel_keeps_it(ops: NetlinkVfOps, pf: str) -> None:
+def test_a_fresh_vf_reads_back_as_the_kernel_keeps_it(
+    ops: NetlinkVfOps, pf: str
+) -> None:
     # netdevsim zeroes its table: spoofchk and trust off, and no VLAN protocol
     # at all until one is set (mlx5 reports 802.1Q and spoofchk on).
     assert ops.get_vf(pf, 7) == VfInfo(vf=7, vlan_proto=0, spoofchk=False, trust=False)
 
 
-def test_mac_is_stored_and_a_multicast_mac_is_refused(ops: NetlinkVfOps, pf: str) -> None:
+def test_mac_is_stored_and_a_multicast_mac_is_refused(
+    ops: NetlinkVfOps, pf: str
+) -> None:
     ops.set_mac(pf, 1, "02:11:22:33:44:55")
     assert ops.get_vf(pf, 1).mac == "02:11:22:33:44:55"
     with pytest.raises(InvalidArgument) as err:
@@ -81,7 +85,9 @@ def test_vlan_qos_and_protocol_are_stored(
     assert (got.vlan, got.qos, got.vlan_proto) == (vlan, qos, proto)
 
 
-def test_the_kernel_passes_any_vlan_protocol_to_the_driver(ops: NetlinkVfOps, pf: str) -> None:
+def test_the_kernel_passes_any_vlan_protocol_to_the_driver(
+    ops: NetlinkVfOps, pf: str
+) -> None:
     # rtnetlink checks only the id and the priority; the protocol is the
     # driver's call (netdevsim stores it; the simulator now does the same).
     ops.set_vlan(pf, 2, 10, 0, 0x1234)
@@ -92,12 +98,16 @@ def test_the_kernel_passes_any_vlan_protocol_to_the_driver(ops: NetlinkVfOps, pf
 def test_a_vlan_id_or_priority_out_of_range_is_refused(
     ops: NetlinkVfOps, pf: str, vlan: int, qos: int
 ) -> None:
-    with pytest.raises(InvalidArgument, match=rf"VF 3: vlan {vlan} qos {qos} .*Invalid argument"):
+    with pytest.raises(
+        InvalidArgument, match=rf"VF 3: vlan {vlan} qos {qos} .*Invalid argument"
+    ):
         ops.set_vlan(pf, 3, vlan, qos, 0x8100)
     assert ops.get_vf(pf, 3).vlan == 0
 
 
-def test_rates_zero_is_unset_and_min_above_max_is_refused(ops: NetlinkVfOps, pf: str) -> None:
+def test_rates_zero_is_unset_and_min_above_max_is_refused(
+    ops: NetlinkVfOps, pf: str
+) -> None:
     ops.set_rate(pf, 4, 10, 100)
     assert (ops.get_vf(pf, 4).min_tx_rate, ops.get_vf(pf, 4).max_tx_rate) == (10, 100)
     with pytest.raises(InvalidArgument, match=r"rate 200-100 Mbps: Invalid argument"):
@@ -143,7 +153,9 @@ def test_a_vf_or_pf_that_does_not_exist(ops: NetlinkVfOps, pf: str) -> None:
         ops.get_vf("i25nopf", 0)
 
 
-def test_a_pf_without_vfs_reports_no_vf_list(ops: NetlinkVfOps, make_pf: MakePf) -> None:
+def test_a_pf_without_vfs_reports_no_vf_list(
+    ops: NetlinkVfOps, make_pf: MakePf
+) -> None:
     bare = make_pf(vfs=0).netdev
     with pytest.raises(NotSupported, match=f"PF {bare} reports no SR-IOV VFs"):
         ops.get_vf(bare, 0)
@@ -158,8 +170,17 @@ def test_every_vf_of_a_large_table_is_read_and_set(
     ops.set_mac(pf, last, "02:00:00:00:01:ff")
     ops.set_vlan(pf, last, 42, 1, 0x88A8)
     got = ops.get_vf(pf, last)
-    assert (got.mac, got.vlan, got.qos, got.vlan_proto) == ("02:00:00:00:01:ff", 42, 1, 0x88A8)
-    assert [ops.get_vf(pf, vf).vf for vf in (0, count // 2, last)] == [0, count // 2, last]
+    assert (got.mac, got.vlan, got.qos, got.vlan_proto) == (
+        "02:00:00:00:01:ff",
+        42,
+        1,
+        0x88A8,
+    )
+    assert [ops.get_vf(pf, vf).vf for vf in (0, count // 2, last)] == [
+        0,
+        count // 2,
+        last,
+    ]
 
 
 def test_with_statistics_256_vfs_do_not_fit_and_the_adapter_would_say_so(
@@ -191,7 +212,14 @@ FULL = PfSettings(
     min_tx_rate=100,
     max_tx_rate=1000,
 )
-STEPS = ["set_vlan", "set_mac", "set_rate", "set_spoofchk", "set_trust", "set_link_state"]
+STEPS = [
+    "set_vlan",
+    "set_mac",
+    "set_rate",
+    "set_spoofchk",
+    "set_trust",
+    "set_link_state",
+]
 
 
 class FailingAt:
@@ -258,7 +286,10 @@ def test_a_refused_step_rolls_every_earlier_one_back(
     [
         (PfSettings(vlan=4096), "vlan"),
         (PfSettings(vlan=7, mac="01:00:5e:00:00:01"), "MAC"),
-        (PfSettings(vlan=7, mac="02:00:00:00:00:01", min_tx_rate=20, max_tx_rate=10), "min_tx_rate"),
+        (
+            PfSettings(vlan=7, mac="02:00:00:00:00:01", min_tx_rate=20, max_tx_rate=10),
+            "min_tx_rate",
+        ),
         (PfSettings(vlan=7, spoofchk=False, link_state=3), "link state"),
     ],
     ids=["vlan4096", "multicast-mac", "min-above-max", "link-state-3"],
@@ -270,7 +301,9 @@ def test_the_kernels_own_refusal_rolls_back(
     rb = Rollback()
     with pytest.raises(CniError) as err:
         apply_pf_settings(ops, pf, 6, want, orig, rb)
-    assert refused in str(err.value.details) and "Invalid argument" in str(err.value.details)
+    assert refused in str(err.value.details) and "Invalid argument" in str(
+        err.value.details
+    )
     assert rb.unwind() == []
     assert ops.get_vf(pf, 6) == orig
 
@@ -292,7 +325,10 @@ def test_restoring_a_fresh_vfs_vlan_writes_802_1q(ops: NetlinkVfOps, pf: str) ->
 def _virtio_rng() -> str:
     """The VM's spare PCI function (tests/realkernel/vm.py adds it)."""
     for dev in sorted(Path("/sys/bus/pci/devices").iterdir()):
-        ids = ((dev / "vendor").read_text().strip(), (dev / "device").read_text().strip())
+        ids = (
+            (dev / "vendor").read_text().strip(),
+            (dev / "device").read_text().strip(),
+        )
         if ids in (("0x1af4", "0x1005"), ("0x1af4", "0x1044")):
             return dev.name
     raise AssertionError("no virtio-rng PCI function in the VM")
@@ -306,7 +342,9 @@ def test_rebind_unbinds_and_binds_the_driver_again(ops: NetlinkVfOps) -> None:
     def probed() -> set[int]:
         """The sysfs inodes of the virtio device the driver's probe made
         (kernfs numbers them cyclically: a new probe, new numbers)."""
-        return {p.stat().st_ino for p in Path(f"/sys/bus/pci/devices/{pci}").glob("virtio*")}
+        return {
+            p.stat().st_ino for p in Path(f"/sys/bus/pci/devices/{pci}").glob("virtio*")
+        }
 
     before = probed()
     ops.rebind(pci)

@@ -40,7 +40,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 #: Where ./dev caches what it builds for the tier (modules, initramfs).
-CACHE = Path(os.environ.get("RAILYARD_REALKERNEL_CACHE", "/var/cache/railyard/realkernel"))
+CACHE = Path(
+    os.environ.get("RAILYARD_REALKERNEL_CACHE", "/var/cache/railyard/realkernel")
+)
 QEMU = "qemu-system-x86_64"
 BUSYBOX = Path("/bin/busybox")
 #: The modules the initramfs loads (with their dependencies) to mount the root.
@@ -71,7 +73,9 @@ def kernel_release() -> str:
     """The newest Debian 6.1 kernel installed (``linux-image-amd64``)."""
     found = sorted(
         (p.name.removeprefix("vmlinuz-") for p in Path("/boot").glob("vmlinuz-6.1.*")),
-        key=lambda r: [int(x) if x.isdigit() else x for x in r.replace("-", ".").split(".")],
+        key=lambda r: [
+            int(x) if x.isdigit() else x for x in r.replace("-", ".").split(".")
+        ],
     )
     if not found:
         raise VmUnavailable("no Debian 6.1 kernel in /boot (apt: linux-image-amd64)")
@@ -118,7 +122,9 @@ def _boot_module_paths(release: str) -> list[Path]:
     """The .ko files to insmod, dependencies first (modprobe's own order)."""
     proc = subprocess.run(
         ["modprobe", "-S", release, "-a", "--show-depends", *BOOT_MODULES],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     paths: list[Path] = []
     for line in proc.stdout.splitlines():
@@ -169,8 +175,14 @@ def initramfs(release: str) -> Path:
     """The busybox initramfs for ``release``, built once and cached."""
     modules = _boot_module_paths(release)
     init = INIT.replace("{control}", CONTROL).encode()
-    key = hashlib.sha256(init + BUSYBOX.read_bytes() + str(modules).encode()).hexdigest()[:12]
-    base = CACHE / release if os.access(CACHE.parent, os.W_OK) else Path(tempfile.gettempdir())
+    key = hashlib.sha256(
+        init + BUSYBOX.read_bytes() + str(modules).encode()
+    ).hexdigest()[:12]
+    base = (
+        CACHE / release
+        if os.access(CACHE.parent, os.W_OK)
+        else Path(tempfile.gettempdir())
+    )
     path = base / f"initramfs-{release}-{key}.cpio.gz"
     if path.exists():
         return path
@@ -193,7 +205,12 @@ def initramfs(release: str) -> Path:
 
 
 def _qemu_argv(
-    release: str, accel: str, control: Path, shares: Sequence[Path], memory_mb: int, cpus: int
+    release: str,
+    accel: str,
+    control: Path,
+    shares: Sequence[Path],
+    memory_mb: int,
+    cpus: int,
 ) -> list[str]:
     argv = [
         QEMU, "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
@@ -218,8 +235,13 @@ def _qemu_argv(
 
 
 def _boot(
-    command: str, accel: str, release: str, shares: Sequence[Path], timeout: float,
-    memory_mb: int, cpus: int,
+    command: str,
+    accel: str,
+    release: str,
+    shares: Sequence[Path],
+    timeout: float,
+    memory_mb: int,
+    cpus: int,
 ) -> VmResult:
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="railyard-vm-") as tmp:
@@ -229,7 +251,10 @@ def _boot(
         (control / "shares").write_text("".join(f"{p}\n" for p in shares))
         argv = _qemu_argv(release, accel, control, shares, memory_mb, cpus)
         with subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
         ) as qemu:
             try:
                 qemu_out, _ = qemu.communicate(timeout=timeout)
@@ -244,7 +269,9 @@ def _boot(
             return path.read_text(errors="replace") if path.exists() else ""
 
         console = text("console") + qemu_out.decode(errors="replace")
-        return VmResult(returncode, text("output"), console, time.monotonic() - start, accel)
+        return VmResult(
+            returncode, text("output"), console, time.monotonic() - start, accel
+        )
 
 
 def _kvm_boots(release: str) -> bool:
@@ -293,25 +320,35 @@ def run(
         raise VmUnavailable(reason)
     release = kernel_release()
     line = command if isinstance(command, str) else shlex.join(command)
-    environment = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+    environment = {
+        "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+    }
     environment.update(env or {})
     exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in environment.items())
     script = f"{exports}cd {shlex.quote(str(cwd or os.getcwd()))} || exit 1\n{line}"
     paths = [Path(p).resolve() for p in shares]
-    return _boot(script, choose_accel(release), release, paths, timeout, memory_mb, cpus)
+    return _boot(
+        script, choose_accel(release), release, paths, timeout, memory_mb, cpus
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--share", action="append", default=[], help="a read-write directory")
+    parser.add_argument(
+        "--share", action="append", default=[], help="a read-write directory"
+    )
     parser.add_argument("--timeout", type=float, default=600)
-    parser.add_argument("--console", action="store_true", help="print the kernel console too")
+    parser.add_argument(
+        "--console", action="store_true", help="print the kernel console too"
+    )
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("no command")
-    passed = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "TERM", "LANG")}
+    passed = {
+        k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "TERM", "LANG")
+    }
     try:
         result = run(command, shares=args.share, env=passed, timeout=args.timeout)
     except VmUnavailable as exc:
@@ -320,7 +357,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     sys.stdout.write(result.output)
     if args.console or result.returncode is None:
         sys.stderr.write(result.console)
-    print(f"vm: {result.accel}, {result.seconds:.1f} s, exit {result.returncode}", file=sys.stderr)
+    print(
+        f"vm: {result.accel}, {result.seconds:.1f} s, exit {result.returncode}",
+        file=sys.stderr,
+    )
     if result.timed_out:
         print(f"vm: the command did not end within {args.timeout:g} s", file=sys.stderr)
         return 124

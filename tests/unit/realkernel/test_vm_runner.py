@@ -15,7 +15,9 @@ def read_newc(archive: bytes) -> list[tuple[str, int, bytes]]:
     out, pos = [], 0
     while pos < len(archive):
         assert archive[pos : pos + 6] == b"070701"
-        fields = [int(archive[pos + 6 + 8 * i : pos + 14 + 8 * i], 16) for i in range(13)]
+        fields = [
+            int(archive[pos + 6 + 8 * i : pos + 14 + 8 * i], 16) for i in range(13)
+        ]
         mode, size, namesize = fields[1], fields[6], fields[11]
         pos += 110
         name = archive[pos : pos + namesize - 1].decode()
@@ -29,7 +31,11 @@ def read_newc(archive: bytes) -> list[tuple[str, int, bytes]]:
 
 
 def test_the_initramfs_archive_holds_every_entry_aligned() -> None:
-    entries = [("bin", 0o40755, b""), ("init", 0o100755, b"#!/bin/busybox sh\n"), ("x.ko", 0o100644, b"abc")]
+    entries = [
+        ("bin", 0o40755, b""),
+        ("init", 0o100755, b"#!/bin/busybox sh\n"),
+        ("x.ko", 0o100644, b"abc"),
+    ]
     assert read_newc(vm._cpio_newc(entries)) == [*entries, ("TRAILER!!!", 0, b"")]
 
 
@@ -38,7 +44,9 @@ def argv(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):  # type: ignore[no-un
     monkeypatch.setattr(vm, "initramfs", lambda release: tmp_path / "initrd")
 
     def build(accel: str) -> list[str]:
-        return vm._qemu_argv("6.1.0-9-amd64", accel, tmp_path / "ctl", [Path("/work/x")], 2048, 2)
+        return vm._qemu_argv(
+            "6.1.0-9-amd64", accel, tmp_path / "ctl", [Path("/work/x")], 2048, 2
+        )
 
     return build
 
@@ -48,7 +56,9 @@ def test_tcg_shares_the_root_read_only_and_work_dirs_read_write(argv) -> None:  
     assert line[line.index("-accel") + 1] == "tcg,thread=multi"
     assert "-no-reboot" in line  # the guest's power-off ends QEMU
     shares = [line[i + 1] for i, word in enumerate(line) if word == "-virtfs"]
-    assert shares[0].startswith("local,path=/,mount_tag=root,") and shares[0].endswith(",readonly=on")
+    assert shares[0].startswith("local,path=/,mount_tag=root,") and shares[0].endswith(
+        ",readonly=on"
+    )
     assert "mount_tag=control" in shares[1] and "readonly" not in shares[1]
     assert "path=/work/x,mount_tag=share0" in shares[2] and "readonly" not in shares[2]
     assert line[line.index("-kernel") + 1] == "/boot/vmlinuz-6.1.0-9-amd64"

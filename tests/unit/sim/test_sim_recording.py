@@ -158,7 +158,9 @@ def test_a_multicast_mac_is_refused_like_the_kernel(tmp_path: Path, pf: str) -> 
     assert ops.get_vf(pf, 0).mac == "02:00:5e:00:00:01"
 
 
-def test_vlan_range_and_protocols_as_the_kernel_checks_them(tmp_path: Path, pf: str) -> None:
+def test_vlan_range_and_protocols_as_the_kernel_checks_them(
+    tmp_path: Path, pf: str
+) -> None:
     ops = RecordingVfOps(tmp_path)
     ops.set_vlan(pf, 0, 4095, 7, 0x1234)  # any protocol reaches the driver
     got = ops.get_vf(pf, 0)

@@ -277,7 +277,9 @@ def test_a_vf_inside_a_truncated_list_is_read():
 
 
 def test_a_vf_missing_from_a_whole_list_is_not_found():
-    with pytest.raises(DeviceNotFound, match=r"PF ens1f0 has no VF 2 \(VFs: \[0, 1\]\)"):
+    with pytest.raises(
+        DeviceNotFound, match=r"PF ens1f0 has no VF 2 \(VFs: \[0, 1\]\)"
+    ):
         Wire([reply_with_count(2)]).get_vf("ens1f0", 2)
 
 
