@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from tests.realkernel.conftest import REPORT_ENV, ROOT
+from tests.realkernel.conftest import NODEIDS_ENV, REPORT_ENV, ROOT
 
 pytestmark = pytest.mark.realkernel
 
@@ -26,7 +26,7 @@ TIER_FILES = ("tests/kernel/test_kernel_links.py", "tests/kernel/test_kernel_net
 
 def test_the_kernel_tier_passes_on_debians_kernel() -> None:
     # One pytest run for both files: an interpreter start costs seconds under TCG.
-    env = {k: v for k, v in os.environ.items() if k != REPORT_ENV}
+    env = {k: v for k, v in os.environ.items() if k not in (REPORT_ENV, NODEIDS_ENV)}
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *TIER_FILES],
         cwd=ROOT, env=env, capture_output=True, text=True, check=False,
