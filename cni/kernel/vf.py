@@ -6,7 +6,12 @@ message codec), ``cni.kernel.links`` (errno translation) and ``cni.kernel.sysfs`
 
 Every setter is one RTM_SETLINK on the PF, found by name, carrying
 ``IFLA_VFINFO_LIST -> IFLA_VF_INFO -> <one IFLA_VF_* attribute>``; ``get_vf`` is
-RTM_GETLINK with ``IFLA_EXT_MASK = RTEXT_FILTER_VF``. Numbers and struct layouts
+RTM_GETLINK with ``IFLA_EXT_MASK = RTEXT_FILTER_VF | RTEXT_FILTER_SKIP_STATS``:
+without the per-VF statistics. With them (~295 bytes a VF) the list outgrows
+its attribute's 16-bit length above ~222 VFs, the length wraps, and the
+kernel's answer holds only the first few dozen VFs; without them 256 VFs fit.
+The VF count the kernel puts beside the list (``IFLA_NUM_VF``) tells a
+truncated list from a short one. Numbers and struct layouts
 are those of include/uapi/linux/if_link.h (tests/unit/cni/kernel/
 test_vf_messages.py pins the bytes); two need care:
 - ``IFLA_VF_VLAN_INFO``: ``struct ifla_vf_vlan_info`` is 16 bytes (two bytes of
@@ -27,6 +32,7 @@ plugin's own netns (PFs stay in the host; no setns needed).
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import socket
@@ -40,6 +46,7 @@ from cni.kernel.sysfs import Sysfs
 log = logging.getLogger(__name__)
 
 # include/uapi/linux/if_link.h
+IFLA_NUM_VF = 21
 IFLA_VFINFO_LIST = 22
 IFLA_VF_INFO = 1
 IFLA_VF_MAC = 1
@@ -55,6 +62,7 @@ IFLA_VF_VLAN_LIST = 12
 IFLA_VF_VLAN_INFO = 1
 # include/uapi/linux/rtnetlink.h
 RTEXT_FILTER_VF = 1
+RTEXT_FILTER_SKIP_STATS = 1 << 3
 UNSET = 0xFFFFFFFF  # the kernel's (u32)-1: driver did not report spoofchk/trust
 
 #: struct ifla_vf_mac {__u32 vf; __u8 mac[32];}
@@ -96,8 +104,9 @@ def setlink_body(pf: str, vf_attr: bytes) -> bytes:
 
 
 def getlink_body(pf: str) -> bytes:
-    """RTM_GETLINK for PF ``pf`` asking the kernel to include IFLA_VFINFO_LIST."""
-    return _pf_body(pf, rtnl.attr_u32(rtnl.IFLA_EXT_MASK, RTEXT_FILTER_VF))
+    """RTM_GETLINK for PF ``pf`` asking for IFLA_VFINFO_LIST without statistics."""
+    mask = RTEXT_FILTER_VF | RTEXT_FILTER_SKIP_STATS
+    return _pf_body(pf, rtnl.attr_u32(rtnl.IFLA_EXT_MASK, mask))
 
 
 def mac_attr(vf: int, mac: str) -> bytes:
@@ -196,6 +205,14 @@ def decode_vfs(body: bytes) -> dict[int, VfInfo]:
     return out
 
 
+def num_vfs(body: bytes) -> int | None:
+    """IFLA_NUM_VF of one RTM_NEWLINK answer: how many VFs the PF has."""
+    raw = rtnl.attrs(body, rtnl.IFINFOMSG.size).get(IFLA_NUM_VF)
+    return (
+        struct.unpack_from("=I", raw)[0] if raw is not None and len(raw) >= 4 else None
+    )
+
+
 PENDING = b"pending"  # parse_reply: nothing for this request in the buffer yet
 
 
@@ -255,6 +272,15 @@ class NetlinkVfOps:
         what = f"PF {pf}: read VF table"
         data = self._talk(rtnl.RTM_GETLINK, rtnl.NLM_F_REQUEST, getlink_body(pf), what)
         vfs = decode_vfs(data) if data else {}
+        expected = num_vfs(data) if data else None
+        if vf not in vfs and expected is not None and len(vfs) < expected:
+            # The VFs that did fit are whole; the one asked for is past the cut.
+            raise KernelError(
+                f"PF {pf}: truncated VF list: the kernel reported {len(vfs)} of the"
+                f" PF's {expected} VFs (IFLA_VFINFO_LIST outgrew its 64 KiB"
+                f" attribute length), VF {vf} is not among them",
+                errno.EMSGSIZE,
+            )
         if not vfs:
             raise NotSupported(f"PF {pf} reports no SR-IOV VFs (IFLA_VFINFO_LIST)")
         if vf not in vfs:

@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 import click
 
 from railyard_sim import agent, daemon, pods
+from railyard_sim.kernel_seams import KernelSeamError
 from railyard_sim.lab import MANIFEST, SIM_MARKER, Lab, LabError, is_lab_dir
 from railyard_sim.runtime import DEBIAN_BIN, PluginError
 
@@ -66,6 +67,7 @@ def do_up(
     vfs_per_pf: int,
     metrics_listen: str = "",
     warm: bool = True,
+    kernel_seams: frozenset[str] = frozenset(),
 ) -> Lab:
     started = time.monotonic()
     try:
@@ -75,8 +77,9 @@ def do_up(
             vfs_per_pf=vfs_per_pf,
             ib_rails=ib_rails,
             progress=True,
+            kernel_seams=kernel_seams,
         )
-    except (LabError, ValueError, OSError) as exc:
+    except (LabError, ValueError, OSError, KernelSeamError) as exc:
         raise Failed(f"up: {exc}") from exc
     try:
         say("starting ipamd (SQLite in the lab)")
@@ -280,6 +283,15 @@ def need_root() -> None:
     is_flag=True,
     help="Do not start railyard-agent: every plugin call runs directly.",
 )
+@click.option(
+    "--kernel-seam",
+    "kernel_seams",
+    type=click.Choice(["vf", "rdma"]),
+    multiple=True,
+    help="Let the kernel answer: 'vf' makes the PFs netdevsim devices (their VF "
+    "tables real), 'rdma' uses the real RDMA netlink (devices named as the lab's "
+    "must exist). Needs a kernel with netdevsim.",
+)
 def up(
     lab_dir: Path,
     rails: int,
@@ -287,10 +299,14 @@ def up(
     vfs_per_pf: int,
     ipamd_metrics: str,
     no_agent: bool,
+    kernel_seams: tuple[str, ...],
 ) -> None:
     """Build the lab, start ipamd and railyard-agent, apply the lab's pools."""
     need_root()
-    do_up(lab_dir, rails, ib_rails, vfs_per_pf, ipamd_metrics, warm=not no_agent)
+    do_up(
+        lab_dir, rails, ib_rails, vfs_per_pf, ipamd_metrics, warm=not no_agent,
+        kernel_seams=frozenset(kernel_seams),
+    )  # fmt: skip
 
 
 pod_options: list[Callable[[F], F]] = [

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from cni.deps import Deps, DepsFactory, real_deps
+from cni.kernel import VfOps
 from cni.kernel.sysfs import Sysfs
 from cni.skel import CmdArgs
 
@@ -69,16 +70,25 @@ def _is_link(name: str) -> bool:
 
 def lab_deps(lab_dir: Path | str, env: Mapping[str, str]) -> Deps:
     """The plugins' deps on the simulated host at ``lab_dir``."""
+    from railyard_sim import kernel_seams
     from railyard_sim.recording import RecordingRdmaOps, RecordingVfOps
 
     lab = Path(lab_dir)
-    log.warning("SIMULATED HOST %s: sysfs under sys/, VF/RDMA ops recorded", lab)
+    sysfs = SimSysfs(lab)
+    seams = kernel_seams.enabled(lab)
+    vf: VfOps = RecordingVfOps(lab)
+    if "vf" in seams:
+        vf = kernel_seams.LabKernelVfOps(lab, sysfs)
+    # None: the production NETLINK_RDMA adapter, built at its first use.
+    rdma = None if seams.get("rdma") else RecordingRdmaOps(lab)
+    log.warning(
+        "SIMULATED HOST %s: sysfs under sys/, VF ops %s, RDMA ops %s",
+        lab,
+        "the kernel's (netdevsim PFs)" if "vf" in seams else "recorded",
+        "the kernel's" if rdma is None else "recorded",
+    )
     return real_deps(
-        env,
-        sysfs=SimSysfs(lab),
-        vf=RecordingVfOps(lab),
-        rdma=RecordingRdmaOps(lab),
-        default_state_dir=lab / STATE_DIR,
+        env, sysfs=sysfs, vf=vf, rdma=rdma, default_state_dir=lab / STATE_DIR
     )
 
 

@@ -353,8 +353,13 @@ class Lab:
         pf_mtu: int = PF_MTU,
         lab_id: str | None = None,
         progress: bool = False,
+        kernel_seams: frozenset[str] = frozenset(),
     ) -> Lab:
-        """Build a lab in ``lab_dir`` (created if needed) and the caller's netns."""
+        """Build a lab in ``lab_dir`` (created if needed) and the caller's netns.
+
+        ``kernel_seams`` ({"vf"}, {"vf", "rdma"}): the kernel answers for the
+        PFs' VF tables (netdevsim PFs) and for RDMA (railyard_sim.kernel_seams).
+        """
         lab_dir = Path(lab_dir).absolute()
         lab_dir.mkdir(parents=True, exist_ok=True)
         if (lab_dir / MANIFEST).exists():
@@ -371,7 +376,7 @@ class Lab:
             )
             # Then the manifest, so that down() of a half-built lab knows its id.
             write_manifest(lab_dir, lab.manifest)
-            lab._build(manifest, progress)
+            lab._build(manifest, progress, kernel_seams)
         except BaseException:
             lab.down()
             raise
@@ -388,8 +393,13 @@ class Lab:
         lab_dir = Path(lab_dir).absolute()
         return cls(lab_dir, load_manifest(lab_dir))
 
-    def _build(self, m: Manifest, progress: bool) -> None:
-        from railyard_sim import recording
+    def _build(self, m: Manifest, progress: bool, seams: frozenset[str]) -> None:
+        from railyard_sim import kernel_seams, recording
+
+        unknown = seams - kernel_seams.SEAMS
+        if unknown:
+            raise LabError(f"unknown kernel seams {sorted(unknown)}")
+        netdevsim_pfs = "vf" in seams
 
         def say(msg: str) -> None:
             if progress:
@@ -403,11 +413,12 @@ class Lab:
             )
         host = []
         for r in m.rails:
-            host.append(
-                f"link add {r.pf_netdev} mtu {r.pf_mtu} type veth peer name "
-                f"{r.pf_peer} mtu {r.pf_mtu} netns {r.fabric_netns}\n"
-            )
-            host.append(f"link set {r.pf_netdev} up\n")
+            if not netdevsim_pfs:
+                host.append(
+                    f"link add {r.pf_netdev} mtu {r.pf_mtu} type veth peer name "
+                    f"{r.pf_peer} mtu {r.pf_mtu} netns {r.fabric_netns}\n"
+                )
+                host.append(f"link set {r.pf_netdev} up\n")
             for v in r.vfs:
                 host.append(
                     f"link add {v.netdev} type veth peer name {v.peer} "
@@ -415,8 +426,29 @@ class Lab:
                 )
         say(f"lab {m.lab_id}: PF and VF stand-ins (veth)")
         run_ip([], batch="".join(host))
+        if seams:
+            kernel_seams.write(self.dir, {"vf": {}, "rdma": "rdma" in seams})
+        if netdevsim_pfs:
+            say(f"lab {m.lab_id}: netdevsim PFs (the kernel keeps the VF tables)")
+            pfs: dict[str, int] = {}
+            for r in m.rails:
+                nsim_id, netdev = kernel_seams.add_netdevsim_pf(len(r.vfs))
+                pfs[r.pf_netdev] = nsim_id
+                kernel_seams.write(self.dir, {"vf": pfs, "rdma": "rdma" in seams})
+                run_ip(
+                    [
+                        "link",
+                        "set",
+                        netdev,
+                        "name",
+                        r.pf_netdev,
+                        "mtu",
+                        str(r.pf_mtu),
+                        "up",
+                    ]
+                )
         for r in m.rails:
-            ports = [r.pf_peer, *(v.peer for v in r.vfs)]
+            ports = [*(() if netdevsim_pfs else (r.pf_peer,)), *(v.peer for v in r.vfs)]
             fabric = [
                 "link set lo up\n",
                 f"link add {r.bridge} mtu {r.pf_mtu} type bridge mcast_snooping 0\n",
@@ -557,9 +589,13 @@ class Lab:
         even when its pid file or socket is gone. Nothing here raises for a
         thing that is already gone.
         """
-        from railyard_sim import daemon, recording
+        from railyard_sim import daemon, kernel_seams, recording
 
         daemon.stop(self.dir)
+        netdevsim_pfs = kernel_seams.enabled(self.dir).get("vf") or {}
+        for nsim_id in dict(netdevsim_pfs).values():  # type: ignore[call-overload]
+            kernel_seams.remove_netdevsim_pf(int(nsim_id))
+        kernel_seams.remove_file(self.dir)
         remove_prefixed(self.prefix)
         for name in (MANIFEST, POOLS, SIM_MARKER):
             try:

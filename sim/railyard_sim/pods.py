@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from railyard_sim import agent, daemon, recording
+from railyard_sim import agent, daemon, kernel_seams
 from railyard_sim.lab import Lab, LabError, RailSpec, ip_json, run_ip
 from railyard_sim.runtime import (
     DEBIAN_BIN,
@@ -38,6 +38,7 @@ POD_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,19}")
 PODS = "pods"
 ZERO_GUID = "00:00:00:00:00:00:00:00"
 ALL_F_GUID = "ff:ff:ff:ff:ff:ff:ff:ff"
+VLAN_8021Q = 0x8100
 RESULTS = "results"
 NODE_NAME = "railyard-sim"
 POD_NAMESPACE = "default"
@@ -291,7 +292,9 @@ def attach(
             [before] = ip_json(["link", "show", "dev", host]) or [{}]
             guid = ib_guids and rail.kind == "ib"
             caps = {"infinibandGUID": ib_guid(lab, rail, vf.index)} if guid else {}
-            vf_before = recording.vf_table(lab.dir, rail.pf_netdev)[vf.index]
+            vf_before = kernel_seams.vf_table(lab.dir, rail.pf_netdev, len(rail.vfs))[
+                vf.index
+            ]
             nic = Nic(
                 ifname=f"net{i}",
                 rail=rail.number,
@@ -384,8 +387,14 @@ def _verify_restored(lab: Lab, nic: Nic) -> list[str]:
                 f"{nic.pci}: {now} has MAC {link['address']} MTU {link['mtu']}, "
                 f"was {nic.host_mac} MTU {nic.host_mtu}"
             )
-    after = asdict(recording.vf_table(lab.dir, rail.pf_netdev)[vf.index])
+    after = asdict(
+        kernel_seams.vf_table(lab.dir, rail.pf_netdev, len(rail.vfs))[vf.index]
+    )
     before = dict(nic.vf_before)
+    if before.get("vlan_proto") == 0 and after.get("vlan_proto") == VLAN_8021Q:
+        # A driver that reports no VLAN protocol (netdevsim's fresh VF) is
+        # restored with 802.1Q, what 0 means to it.
+        after["vlan_proto"] = 0
     for key in ("node_guid", "port_guid"):
         # ib-sriov restores an all-zero GUID as all-F (ib-sriov-cni does too).
         if before.get(key) == ZERO_GUID and after.get(key) == ALL_F_GUID:
@@ -393,7 +402,7 @@ def _verify_restored(lab: Lab, nic: Nic) -> list[str]:
     if after != before:
         diff = {k: (before.get(k), v) for k, v in after.items() if before.get(k) != v}
         problems.append(f"{nic.pci}: VF settings not restored {diff}")
-    if nic.rdma and recording.rdma_location(lab.dir, nic.rdma) is not None:
+    if nic.rdma and kernel_seams.rdma_location(lab.dir, nic.rdma) is not None:
         problems.append(f"{nic.pci}: RDMA device {nic.rdma} is not back in the host")
     return problems
 
@@ -442,7 +451,7 @@ def show(lab: Lab, pod: Pod) -> tuple[str, bool]:
     for nic in pod.nics:
         if nic.rdma is None:
             continue
-        where = recording.rdma_location(lab.dir, nic.rdma)
+        where = kernel_seams.rdma_location(lab.dir, nic.rdma)
         place = (
             f"pod netns {pod.netns}"
             if where == pod.netns_path

@@ -82,3 +82,41 @@ def test_pod_and_demo_share_their_pod_defaults() -> None:
     shared = {k: v for k, v in demo.items() if k in pod}
     assert shared == {k: v for k, v in pod.items() if k != "name"}
     assert pod["rdma"] is True and pod["ipv6"] is True and pod["ib_guid"] is True
+
+
+def test_up_passes_the_kernel_seams_asked_for(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from railyard_sim import cli
+
+    seen: dict[str, object] = {}
+    monkeypatch.setattr(cli, "need_root", lambda: None)
+    monkeypatch.setattr(cli, "do_up", lambda *args, **kw: seen.update(kw))
+    argv = [
+        "up",
+        "--lab",
+        str(tmp_path),
+        "--kernel-seam",
+        "vf",
+        "--kernel-seam",
+        "rdma",
+    ]
+    res = CliRunner().invoke(sim_main, argv)
+    assert res.exit_code == 0, res.output
+    assert seen["kernel_seams"] == frozenset({"vf", "rdma"})
+    res = CliRunner().invoke(
+        sim_main, ["up", "--lab", str(tmp_path), "--kernel-seam", "pci"]
+    )
+    assert res.exit_code != 0 and "'pci' is not one of 'vf', 'rdma'" in res.output
+
+
+def test_netdevsim_pfs_on_a_kernel_without_netdevsim_are_refused_clearly(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from railyard_sim import kernel_seams
+
+    monkeypatch.setattr(kernel_seams, "NSIM_BUS", tmp_path / "no-netdevsim")
+    with pytest.raises(
+        kernel_seams.KernelSeamError, match="no netdevsim on this kernel"
+    ):
+        kernel_seams.add_netdevsim_pf(2)

@@ -119,8 +119,35 @@ def test_unknown_pf_and_vf_are_refused(tmp_path: Path, pf: str) -> None:
     ops = RecordingVfOps(tmp_path)
     with pytest.raises(LinkNotFound):
         ops.get_vf("nope0", 0)
+    with pytest.raises(DeviceNotFound, match="has no VF 9"):
+        ops.get_vf(pf, 9)  # as the netlink adapter reads a table without it
     with pytest.raises(InvalidArgument):
-        ops.get_vf(pf, 9)
+        ops.set_trust(pf, 9, True)  # as the driver answers a setter
+
+
+# The kernel's answers below are pinned on a real VF table in
+# tests/realkernel/test_vf_netdevsim.py; the simulated host answers the same.
+
+
+def test_a_multicast_mac_is_refused_like_the_kernel(tmp_path: Path, pf: str) -> None:
+    ops = RecordingVfOps(tmp_path)
+    with pytest.raises(InvalidArgument, match="multicast MAC 01:00:5e:00:00:01"):
+        ops.set_mac(pf, 0, "01:00:5e:00:00:01")
+    ops.set_mac(pf, 0, "02:00:5e:00:00:01")
+    assert ops.get_vf(pf, 0).mac == "02:00:5e:00:00:01"
+
+
+def test_vlan_range_and_protocols_as_the_kernel_checks_them(
+    tmp_path: Path, pf: str
+) -> None:
+    ops = RecordingVfOps(tmp_path)
+    ops.set_vlan(pf, 0, 4095, 7, 0x1234)  # any protocol reaches the driver
+    got = ops.get_vf(pf, 0)
+    assert (got.vlan, got.qos, got.vlan_proto) == (4095, 7, 0x1234)
+    for vlan, qos in ((4096, 0), (1, 8)):
+        with pytest.raises(InvalidArgument) as err:
+            ops.set_vlan(pf, 0, vlan, qos, 0x8100)
+        assert err.value.errno == 22
 
 
 def test_min_rate_above_max_rate_is_refused_like_mlx5(tmp_path: Path, pf: str) -> None:

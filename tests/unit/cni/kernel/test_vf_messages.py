@@ -25,7 +25,7 @@ import sys
 
 import pytest
 
-from cni.kernel import DeviceNotFound, LinkNotFound, NotSupported, VfInfo
+from cni.kernel import DeviceNotFound, KernelError, LinkNotFound, NotSupported, VfInfo
 from cni.kernel.sysfs import Sysfs
 from cni.kernel.vf import (
     PENDING,
@@ -42,7 +42,8 @@ RTM_NEWLINK, RTM_GETLINK, RTM_SETLINK = 16, 18, 19
 NLM_F_REQUEST, NLM_F_ACK = 1, 4
 NLMSG_ERROR = 2
 IFLA_IFNAME, IFLA_MTU, IFLA_VFINFO_LIST, IFLA_EXT_MASK = 3, 4, 22, 29
-RTEXT_FILTER_VF = 1
+RTEXT_FILTER_VF, RTEXT_FILTER_SKIP_STATS = 1, 8
+IFLA_NUM_VF = 21
 IFLA_VF_INFO = 1
 (
     IFLA_VF_MAC,
@@ -160,13 +161,16 @@ def test_vlan_info_is_the_full_16_byte_struct():
     assert struct.unpack("=HH", info_nla[:4]) == (20, IFLA_VF_VLAN_INFO)
 
 
-def test_get_vf_asks_for_the_vf_table_by_name():
+def test_get_vf_asks_for_the_vf_table_by_name_without_statistics():
+    # With per-VF statistics the list outgrows its 16-bit attribute length
+    # above ~222 VFs; without them 256 VFs fit (pinned in tests/realkernel).
     ops = Wire([nlmsg(RTM_NEWLINK, 0, 1, reply_body())])
     ops.get_vf("ens1f0", 0)
+    mask = RTEXT_FILTER_VF | RTEXT_FILTER_SKIP_STATS  # 0x9
     body = (
         ifinfomsg()
         + nlattr(IFLA_IFNAME, b"ens1f0\0")
-        + nlattr(IFLA_EXT_MASK, struct.pack("=I", RTEXT_FILTER_VF))
+        + nlattr(IFLA_EXT_MASK, struct.pack("=I", mask))
     )
     assert ops.sent == [nlmsg(RTM_GETLINK, NLM_F_REQUEST, 1, body)]
 
@@ -238,6 +242,45 @@ def test_decode_a_newlink_reply_with_a_vf_list():
 def test_get_vf_returns_the_asked_vf():
     ops = Wire([nlmsg(RTM_NEWLINK, 0, 1, reply_body())])
     assert ops.get_vf("ens1f0", 1) == VfInfo(vf=1, spoofchk=None, trust=None)
+
+
+def reply_with_count(count: int) -> bytes:
+    """reply_body()'s two VFs, the PF saying it has ``count`` (IFLA_NUM_VF
+    comes before the list, as rtnl_fill_vf puts it)."""
+    head = ifinfomsg(index=7) + nlattr(IFLA_IFNAME, b"ens1f0\0")
+    vfs = vf_info(0, MAC_B, 0, 0, 0x8100, 1, 0, 0, (0, 0), None)
+    vfs += vf_info(1, MAC_B, 0, 0, 0x8100, 1, 0, 0, (0, 0), None)
+    return nlmsg(
+        RTM_NEWLINK,
+        0,
+        1,
+        head
+        + nlattr(IFLA_NUM_VF, struct.pack("=I", count))
+        + nlattr(IFLA_VFINFO_LIST, vfs),
+    )
+
+
+def test_a_vf_past_a_truncated_vf_list_is_an_error_that_says_so():
+    with pytest.raises(KernelError) as err:
+        Wire([reply_with_count(256)]).get_vf("ens1f0", 255)
+    assert str(err.value) == (
+        "PF ens1f0: truncated VF list: the kernel reported 2 of the PF's 256 VFs"
+        " (IFLA_VFINFO_LIST outgrew its 64 KiB attribute length), VF 255 is not"
+        " among them"
+    )
+    assert err.value.errno == 90  # EMSGSIZE
+    assert not isinstance(err.value, DeviceNotFound)  # the VF exists
+
+
+def test_a_vf_inside_a_truncated_list_is_read():
+    assert Wire([reply_with_count(256)]).get_vf("ens1f0", 1).mac == MAC
+
+
+def test_a_vf_missing_from_a_whole_list_is_not_found():
+    with pytest.raises(
+        DeviceNotFound, match=r"PF ens1f0 has no VF 2 \(VFs: \[0, 1\]\)"
+    ):
+        Wire([reply_with_count(2)]).get_vf("ens1f0", 2)
 
 
 def test_get_vf_of_a_pf_without_vf_list_is_not_supported():
