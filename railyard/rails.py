@@ -187,8 +187,7 @@ def pair(host: Host) -> Pairing:
         if len(users) > 1:
             listed = ", ".join(f"GPU {i}" for i in users[:-1]) + f" and GPU {users[-1]}"
             out.notes.append(
-                f"{listed} share NIC {nic.rdma_device} ({nic.pci}) and its "
-                "bandwidth"
+                f"{listed} share NIC {nic.rdma_device} ({nic.pci}) and its bandwidth"
             )
         elif not users:
             out.notes.append(f"NIC {nic.rdma_device} ({nic.pci}) serves no GPU")

@@ -77,10 +77,7 @@ def table(pairing: Pairing) -> str:
         lines.append("")
         lines += [f"note: {n}" for n in pairing.notes]
     lines.append("")
-    lines.append(
-        "Legend: "
-        + ", ".join(f"{a.name} {a.meaning}" for a in Affinity)
-    )
+    lines.append("Legend: " + ", ".join(f"{a.name} {a.meaning}" for a in Affinity))
     return "\n".join(lines) + "\n"
 
 

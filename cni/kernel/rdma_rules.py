@@ -28,7 +28,7 @@ _NAME = re.compile(r"[A-Za-z0-9_.-]+")
 
 
 def check_device_name(name: str) -> str:
-    """``name`` when the kernel takes it as an RDMA device name, else InvalidArgument."""
+    """``name`` if the kernel takes it as an RDMA device name; else InvalidArgument."""
     if not name:
         raise InvalidArgument("an RDMA device name cannot be empty")
     if len(name.encode()) >= IB_DEVICE_NAME_MAX:
