@@ -40,6 +40,7 @@ from cni.kernel import (
     DeviceNotFound,
     InvalidArgument,
     KernelError,
+    LinkExists,
     NetnsPath,
     NotSupported,
     RdmaOps,
@@ -133,6 +134,23 @@ def set_netns_request(index: int, ns_fd: int) -> nldevmsg:
     return msg
 
 
+def set_name_request(index: int, name: str) -> nldevmsg:
+    """RDMA_NLDEV_CMD_SET with DEV_INDEX and DEV_NAME: rename a device.
+
+    The kernel (nldev_set_doit) takes the name as a NUL-terminated string of
+    at most IB_DEVICE_NAME_MAX bytes with the NUL; ``cni.kernel.rdma_rules``
+    checks it before anything is sent.
+    """
+    msg = nldevmsg()
+    msg["header"]["type"] = NLDEV_SET
+    msg["header"]["flags"] = NLM_F_REQUEST | NLM_F_ACK
+    msg["attrs"] = [
+        ("RDMA_NLDEV_ATTR_DEV_INDEX", index),
+        ("RDMA_NLDEV_ATTR_DEV_NAME", name),
+    ]
+    return msg
+
+
 def parse_netns_mode(reply: nlmsg) -> str:
     """ "shared" or "exclusive" from a SYS_GET reply (the u8 is 1 for shared)."""
     value = reply.get_attr("RDMA_NLDEV_SYS_ATTR_NETNS_MODE")
@@ -167,6 +185,8 @@ def _translate(exc: NetlinkError, what: str) -> KernelError:
         return DeviceNotFound(detail, code)
     if code == errno.EBUSY:
         return DeviceBusy(detail, code)
+    if code == errno.EEXIST:
+        return LinkExists(detail, code)
     if code in (errno.EINVAL, errno.ERANGE):
         return InvalidArgument(detail, code)
     return KernelError(detail, code)
@@ -253,6 +273,19 @@ class NetlinkRdmaOps:
                 )
         finally:
             os.close(target)
+
+    def rename(self, dev: str, new_name: str, netns: NetnsPath = None) -> None:
+        # By index, from inside the netns that sees the device (exclusive mode).
+        with _inside(netns):
+            index = self._index_table().get(dev)
+            if index is None:
+                where = netns or "the host netns"
+                raise DeviceNotFound(f"RDMA device {dev} not found in {where}")
+            log.debug("renaming RDMA device %s (index %d) to %s", dev, index, new_name)
+            self._request(
+                set_name_request(index, new_name),
+                f"renaming RDMA device {dev} to {new_name}",
+            )
 
 
 # Conformance with the kernel seam, checked by mypy (Go's `var _ X = &Y{}`).

@@ -87,6 +87,15 @@ class Sysfs:
     def rdma_devices(self, pci: str) -> tuple[str, ...]:
         return _entries(self._dev(pci) / "infiniband")
 
+    def rdma_link_layer(self, pci: str, dev: str, port: int = 1) -> str | None:
+        """ "Ethernet" (RoCE) or "InfiniBand" for the device's port; None
+        when sysfs does not say."""
+        path = self._dev(pci) / "infiniband" / dev / "ports" / str(port) / "link_layer"
+        try:
+            return path.read_text().strip() or None
+        except OSError:
+            return None
+
     def is_vf(self, pci: str) -> bool:
         return (self._dev(pci) / "physfn").is_symlink()
 

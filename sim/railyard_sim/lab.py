@@ -467,6 +467,10 @@ class Lab:
             for v in r.vfs:
                 self.tree.vf(r.pf_pci, v.index, v.pci, v.netdev)
                 self.tree.rdma(v.pci, v.rdma, kind=r.kind)
+        # rdma_cm loaded: its configfs directory (see cni.kernel.roce).
+        (self.sys_root / "kernel" / "config" / "rdma_cm").mkdir(
+            parents=True, exist_ok=True
+        )
         (self.dir / POOLS).write_text(pools_yaml(m))
         recording.init_state(self.dir, m)
 

@@ -54,7 +54,8 @@ def _switch(rc: str, numa: int, first: int) -> tuple[list[Slot], list[Slot]]:
     domain, bus = rc.split(":")
     root_port = (f"{rc}:01.0", False)
     upstream = (f"{domain}:{first:02x}:00.0", True)
-    gpus, nics = [], []
+    gpus: list[Slot] = []
+    nics: list[Slot] = []
     for port in range(4):
         downstream = (f"{domain}:{first + 1:02x}:{port:02x}.0", True)
         device = f"{domain}:{first + 2 + port:02x}:00.0"
