@@ -83,6 +83,14 @@ class ConfigfsRoceTos:
     def _remove_group(self, group: Path) -> None:
         group.rmdir()
 
+    def _write(self, path: Path, value: str) -> None:
+        # One write(2), as `echo >` does: an attribute takes a value per write.
+        fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
+        try:
+            os.write(fd, value.encode())
+        finally:
+            os.close(fd)
+
     # ------------------------------------------------------------ RoceTos
 
     def read(self, dev: str, pci: str) -> RoceTosState:
@@ -107,18 +115,18 @@ class ConfigfsRoceTos:
     def apply(self, dev: str, pci: str, tos: int) -> None:
         before = self.read(dev, pci)
         group = self.rdma_cm / dev
+        if not before.group_existed and not self.rdma_cm.is_dir():
+            raise NotSupported(
+                f"no {self.rdma_cm}: configfs is not mounted or rdma_cm "
+                "is not loaded (modprobe rdma_cm)"
+            )
         try:
             if not before.group_existed:
-                if not self.rdma_cm.is_dir():
-                    raise NotSupported(
-                        f"no {self.rdma_cm}: configfs is not mounted or rdma_cm "
-                        "is not loaded (modprobe rdma_cm)"
-                    )
                 self._make_group(group)
             for port in before.ports:
-                _write(self._tos_file(dev, port.port), str(tos))
+                self._write(self._tos_file(dev, port.port), str(tos))
                 if port.has_traffic_class:
-                    _write(self._tc_file(dev, pci, port.port), str(tos))
+                    self._write(self._tc_file(dev, pci, port.port), str(tos))
         except (OSError, KernelError) as exc:
             # Nothing half-set: what was written goes back before the error.
             try:
@@ -139,9 +147,11 @@ class ConfigfsRoceTos:
                     tc = self._tc_file(dev, pci, port.port)
                     if tc.is_file():
                         value = port.traffic_class
-                        _write(tc, UNSET_TRAFFIC_CLASS if value is None else str(value))
+                        self._write(
+                            tc, UNSET_TRAFFIC_CLASS if value is None else str(value)
+                        )
                 if before.group_existed and port.roce_tos is not None:
-                    _write(self._tos_file(dev, port.port), str(port.roce_tos))
+                    self._write(self._tos_file(dev, port.port), str(port.roce_tos))
             if not before.group_existed and group.is_dir():
                 self._remove_group(group)
         except OSError as exc:
@@ -153,15 +163,6 @@ def _read(path: Path) -> str:
         return path.read_text().strip()
     except OSError as exc:
         raise _kernel_error(exc, f"reading {path}") from exc
-
-
-def _write(path: Path, value: str) -> None:
-    # One write(2), as echo does: configfs and sysfs take a value per write.
-    fd = os.open(path, os.O_WRONLY)
-    try:
-        os.write(fd, value.encode())
-    finally:
-        os.close(fd)
 
 
 def _kernel_error(exc: OSError, what: str) -> KernelError:
