@@ -25,8 +25,12 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cni.kernel import DeviceNotFound, InvalidArgument, PciDevice
+
+if TYPE_CHECKING:
+    from cni.kernel.topology import PciPlace
 from cni.types import is_pci_address
 
 DPDK_DRIVERS = frozenset({"vfio-pci", "uio_pci_generic", "igb_uio"})
@@ -86,6 +90,13 @@ class Sysfs:
 
     def rdma_devices(self, pci: str) -> tuple[str, ...]:
         return _entries(self._dev(pci) / "infiniband")
+
+    def place(self, pci: str) -> PciPlace | None:
+        """The function's PCIe root and NUMA node (``cni.kernel.topology``);
+        None where sysfs does not show them (a flat tree)."""
+        from cni.kernel.topology import place_or_none
+
+        return place_or_none(self.devices_dir, pci)
 
     def rdma_link_layer(self, pci: str, dev: str, port: int = 1) -> str | None:
         """ "Ethernet" (RoCE) or "InfiniBand" for the device's port; None

@@ -32,6 +32,7 @@ import click
 from railyard_sim import agent, daemon, pods
 from railyard_sim.lab import MANIFEST, SIM_MARKER, Lab, LabError, is_lab_dir
 from railyard_sim.runtime import DEBIAN_BIN, PluginError
+from railyard_sim.shapes import SHAPES
 
 DEFAULT_LAB = Path(os.environ.get("RAILYARD_SIM_LAB", "/run/railyard-sim/lab"))
 F = TypeVar("F", bound=Callable[..., Any])
@@ -66,6 +67,7 @@ def do_up(
     vfs_per_pf: int,
     metrics_listen: str = "",
     warm: bool = True,
+    shape: str = "",
 ) -> Lab:
     started = time.monotonic()
     try:
@@ -75,6 +77,7 @@ def do_up(
             vfs_per_pf=vfs_per_pf,
             ib_rails=ib_rails,
             progress=True,
+            shape=shape,
         )
     except (LabError, ValueError, OSError) as exc:
         raise Failed(f"up: {exc}") from exc
@@ -269,9 +272,17 @@ def need_root() -> None:
 
 @main.command()
 @lab_option
-@click.option("--rails", default=8, show_default=True, help="RoCE rails.")
+@click.option("--rails", type=int, help="RoCE rails [default: 8, or the shape's NICs].")
 @click.option("--ib-rails", default=0, show_default=True, help="InfiniBand rails.")
 @click.option("--vfs-per-pf", default=2, show_default=True)
+@click.option(
+    "--shape",
+    type=click.Choice(sorted(SHAPES)),
+    default="",
+    help="A server's PCIe topology in the fake sysfs: dgx (8 GPUs, 8 NICs, "
+    "4 switches, 2 sockets) or split (4 GPUs on socket 0, half the NICs on "
+    "socket 1); its NICs are the rails. `railyard rails --sysfs <lab>/sys`.",
+)
 @click.option(
     "--ipamd-metrics", default="", help="HOST:PORT for ipamd's Prometheus /metrics."
 )
@@ -282,15 +293,26 @@ def need_root() -> None:
 )
 def up(
     lab_dir: Path,
-    rails: int,
+    rails: int | None,
     ib_rails: int,
     vfs_per_pf: int,
+    shape: str,
     ipamd_metrics: str,
     no_agent: bool,
 ) -> None:
     """Build the lab, start ipamd and railyard-agent, apply the lab's pools."""
     need_root()
-    do_up(lab_dir, rails, ib_rails, vfs_per_pf, ipamd_metrics, warm=not no_agent)
+    if rails is None:
+        rails = len(SHAPES[shape].nics) if shape else 8
+    do_up(
+        lab_dir,
+        rails,
+        ib_rails,
+        vfs_per_pf,
+        ipamd_metrics,
+        warm=not no_agent,
+        shape=shape,
+    )
 
 
 pod_options: list[Callable[[F], F]] = [

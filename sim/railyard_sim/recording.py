@@ -613,6 +613,19 @@ def rdma_location(lab_dir: Path | str, dev: str) -> str | None:
         return str(entry["netns"]["path"])
 
 
+def rdma_of(lab_dir: Path | str, pci: str) -> tuple[str, str | None] | None:
+    """(current name, netns path or None for the host) of the RDMA device of
+    function ``pci``, whatever it was renamed to; None when it has none."""
+    with _locked(lab_dir) as st:
+        host = (int(st["host_netns"][0]), int(st["host_netns"][1]))
+        for name, entry in st.get("rdma", {}).items():
+            if entry["pci"] == pci:
+                if _location(st, entry) == host:
+                    return str(name), None
+                return str(name), str(entry["netns"]["path"])
+    return None
+
+
 def vf_table(lab_dir: Path | str, pf: str) -> dict[int, VfInfo]:
     """The PF's VF table as ``ip link show <pf>`` would list it."""
     with _locked(lab_dir) as st:

@@ -1019,6 +1019,10 @@ class FakeSysfs:
     def exists(self, pci: str) -> bool:
         return check_pci(pci) in self.k.pci
 
+    def place(self, pci: str) -> None:
+        """No PCIe topology on this host (as the simulated flat tree)."""
+        self._fn(pci)
+
     def driver(self, pci: str) -> str | None:
         return self._fn(pci).driver
 
