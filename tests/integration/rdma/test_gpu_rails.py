@@ -30,7 +30,13 @@ from cni.record.store import AttachmentRecords
 from railyard_sim import agent, daemon
 from railyard_sim.lab import Lab
 from railyard_sim.recording import rdma_of
-from railyard_sim.runtime import DEBIAN_BIN, Attachment, Runtime
+from railyard_sim.runtime import (
+    DEBIAN_BIN,
+    Attachment,
+    PluginError,
+    Runtime,
+    plugin_bin_dir,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -170,3 +176,66 @@ def test_each_gpus_nic_is_its_pods_net_n_named_alike_on_two_nodes(
         assert records.all() == []
 
     assert names_per_node[0] == names_per_node[1] == [f"rail{n}" for n in range(1, 9)]
+
+
+# ------------------------------------------------- one node, the real binaries
+
+
+@pytest.fixture
+def lab(tmp_path: Path) -> Iterator[Lab]:
+    with Lab.up(tmp_path / "lab", rails=1, vfs_per_pf=2) as built:
+        yield built
+
+
+def named_chain(pci: str) -> dict[str, Any]:
+    rdma = {"type": "rdma", "deviceID": pci, "rdmaDevName": "rail{rail}",
+            "roceTos": TOS}  # fmt: skip
+    return {
+        "cniVersion": "1.0.0",
+        "name": "gpu1-rdma",
+        "plugins": [{"type": "sriov", "deviceID": pci}, rdma],
+    }
+
+
+def test_a_netns_gone_before_del_gets_its_name_and_tos_back(
+    lab: Lab, tmp_path: Path
+) -> None:
+    vf = lab.rail(1).vfs[0]
+    roce = ConfigfsRoceTos(lab.sys_root)
+    before = roce.read(vf.rdma, vf.pci)
+    rt = Runtime([plugin_bin_dir(lab.dir), DEBIAN_BIN],
+                 env={"RAILYARD_STATE_DIR": str(tmp_path / "state")},
+                 cache_dir=tmp_path / "results")  # fmt: skip
+    pod = lab.netns_name("vanish")
+    subprocess.run(["ip", "netns", "add", pod], check=True)
+    att = Attachment("c1", f"/var/run/netns/{pod}", "net1")
+    rt.add(named_chain(vf.pci), att)
+    assert rdma_of(lab.dir, vf.pci) == ("rail1", att.netns)
+
+    lab.vanish_netns(pod, "net1")  # the kernel returns it to the host as rail1
+    assert rdma_of(lab.dir, vf.pci) == ("rail1", None)
+    rt.delete(named_chain(vf.pci), Attachment("c1", "", "net1"))
+    assert rdma_of(lab.dir, vf.pci) == (vf.rdma, None)
+    assert roce.read(vf.rdma, vf.pci) == before
+
+
+def test_a_second_pod_asking_for_a_held_name_fails_cleanly(
+    lab: Lab, tmp_path: Path
+) -> None:
+    first, second = lab.rail(1).vfs
+    rt = Runtime([plugin_bin_dir(lab.dir), DEBIAN_BIN],
+                 env={"RAILYARD_STATE_DIR": str(tmp_path / "state")},
+                 cache_dir=tmp_path / "results")  # fmt: skip
+    pods = []
+    for name in ("p1", "p2"):
+        pods.append(f"/var/run/netns/{lab.netns_name(name)}")
+        subprocess.run(["ip", "netns", "add", lab.netns_name(name)], check=True)
+    rt.add(named_chain(first.pci), Attachment("c1", pods[0], "net1"))
+    with pytest.raises(PluginError) as failed:
+        rt.add(named_chain(second.pci), Attachment("c2", pods[1], "net1"))
+    assert (failed.value.plugin, failed.value.code) == ("rdma", 100)
+    assert "an RDMA device of that name exists" in failed.value.msg
+    # The runtime's DEL after a failed ADD; the second VF's device is home.
+    rt.delete(named_chain(second.pci), Attachment("c2", pods[1], "net1"))
+    assert rdma_of(lab.dir, second.pci) == (second.rdma, None)
+    assert rdma_of(lab.dir, first.pci) == ("rail1", pods[0])
