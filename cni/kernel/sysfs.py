@@ -28,10 +28,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cni.kernel import DeviceNotFound, InvalidArgument, PciDevice
+from cni.netconf_fields import is_pci_address
 
 if TYPE_CHECKING:
     from cni.kernel.topology import PciPlace
-from cni.types import is_pci_address
 
 DPDK_DRIVERS = frozenset({"vfio-pci", "uio_pci_generic", "igb_uio"})
 _VIRTFN = re.compile(r"^virtfn(\d+)$")

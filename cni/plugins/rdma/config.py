@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """The rdma netconf (k8snetworkplumbingwg/rdma-cni compatible), validated cheaply.
 
-Imports only the standard library and the pure ``cni.{args,errors,types}``: a
+Imports only the standard library and the pure
+``cni.{errors,netconf_fields,types}``: a
 config error must be reported without loading pyroute2.
 
 Keys: ``cniVersion``, ``name``, ``type: "rdma"``, ``deviceID``
@@ -26,12 +27,17 @@ import re
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from cni.args import runtime_device_id
 from cni.errors import INVALID_CONFIG, CniError
 from cni.kernel import InvalidArgument
 from cni.kernel.rdma_rules import check_device_name, check_roce_tos
+from cni.netconf_fields import (
+    config_error,
+    is_pci_address,
+    opt_int,
+    opt_str,
+    runtime_device_id,
+)
 from cni.types import NetConf as BaseNetConf
-from cni.types import is_pci_address
 
 if TYPE_CHECKING:
     from cni.skel import CmdArgs
@@ -51,39 +57,23 @@ class RdmaConf:
 
 
 def parse_conf(netconf: dict[str, Any]) -> RdmaConf:
-    """Parse and validate; CniError 7 names the offending key."""
+    """Parse and validate; CniError 6 or 7 names the offending key."""
     base = BaseNetConf.from_dict(netconf)
-    raw = netconf.get("deviceID", "")
-    if raw is None:
-        raw = ""
-    if not isinstance(raw, str):
-        raise CniError(
-            INVALID_CONFIG,
-            "invalid network config",
-            f"'deviceID' must be a string, got {raw!r}",
-        )
-    device_id = raw or runtime_device_id(netconf)
+    device_id = opt_str(netconf, "deviceID") or runtime_device_id(netconf)
     if device_id and not is_pci_address(device_id):
-        raise CniError(
-            INVALID_CONFIG,
+        raise config_error(
             f"deviceID {device_id} is not a PCI address",
             "expected DDDD:BB:DD.F (e.g. 0000:af:00.2); auxiliary (SF) devices are "
             "not supported",
         )
-    template = netconf.get("rdmaDevName", "")
-    if not isinstance(template, str):
-        raise CniError(
-            INVALID_CONFIG,
-            "invalid network config",
-            f"'rdmaDevName' must be a string, got {template!r}",
-        )
+    template = opt_str(netconf, "rdmaDevName") or ""
     _check_fields(template)
-    tos = netconf.get("roceTos")
+    tos = opt_int(netconf, "roceTos")
     if tos is not None:
         try:
-            tos = check_roce_tos(tos)
+            check_roce_tos(tos)
         except InvalidArgument as exc:
-            raise CniError(INVALID_CONFIG, "invalid roceTos", str(exc)) from exc
+            raise config_error("invalid roceTos", str(exc)) from exc
     return RdmaConf(
         base=base,
         device_id=device_id.lower(),
@@ -100,8 +90,7 @@ _RAIL = re.compile(r"(\d+)$")
 def _check_fields(template: str) -> None:
     for name in _FIELD.findall(template):
         if name not in _TEMPLATE_FIELDS:
-            raise CniError(
-                INVALID_CONFIG,
+            raise config_error(
                 f"rdmaDevName {template!r}: unknown field {{{name}}}",
                 "use {ifname} (CNI_IFNAME) or {rail} (the number it ends in)",
             )
@@ -111,10 +100,9 @@ def expand_dev_name(template: str, ifname: str) -> str:
     """``template`` for this interface, checked as the kernel will; CniError 7."""
     rail = _RAIL.search(ifname)
     if "{rail}" in template and rail is None:
-        raise CniError(
-            INVALID_CONFIG,
+        raise config_error(
             f"rdmaDevName {template!r} needs a rail number, but CNI_IFNAME "
-            f"{ifname!r} ends in none",
+            f"{ifname!r} ends in none"
         )
     name = template.replace("{ifname}", ifname)
     if rail is not None:
@@ -122,8 +110,8 @@ def expand_dev_name(template: str, ifname: str) -> str:
     try:
         return check_device_name(name)
     except InvalidArgument as exc:
-        raise CniError(
-            INVALID_CONFIG, f"rdmaDevName {template!r} gives no valid name", str(exc)
+        raise config_error(
+            f"rdmaDevName {template!r} gives no valid name", str(exc)
         ) from exc
 
 

@@ -169,26 +169,27 @@ def test_gc_names_back_moves_home_and_restores_the_tos(host: TosHost) -> None:
 
 
 @pytest.mark.parametrize(
-    "extra, ifname, msg",
+    "extra, ifname, code, msg",
     [
-        ({"rdmaDevName": "r" * 64}, "net1", "rdmaDevName 'rrr"),
-        ({"rdmaDevName": "rail {rail}"}, "net1", "gives no valid name"),
-        ({"rdmaDevName": "gpu/{rail}"}, "net1", "gives no valid name"),
-        ({"rdmaDevName": "{pod}"}, "net1", "unknown field {pod}"),
-        ({"rdmaDevName": "rail{rail}"}, "eth", "ends in none"),
-        ({"rdmaDevName": 7}, "net1", "invalid network config"),
-        ({"roceTos": 256}, "net1", "invalid roceTos"),
-        ({"roceTos": -1}, "net1", "invalid roceTos"),
-        ({"roceTos": "106"}, "net1", "invalid roceTos"),
-        ({"roceTos": True}, "net1", "invalid roceTos"),
+        ({"rdmaDevName": "r" * 64}, "net1", 7, "rdmaDevName 'rrr"),
+        ({"rdmaDevName": "rail {rail}"}, "net1", 7, "gives no valid name"),
+        ({"rdmaDevName": "gpu/{rail}"}, "net1", 7, "gives no valid name"),
+        ({"rdmaDevName": "{pod}"}, "net1", 7, "unknown field {pod}"),
+        ({"rdmaDevName": "rail{rail}"}, "eth", 7, "ends in none"),
+        ({"roceTos": 256}, "net1", 7, "invalid roceTos"),
+        ({"roceTos": -1}, "net1", 7, "invalid roceTos"),
+        # A value of the wrong JSON type: code 6, as for every key.
+        ({"rdmaDevName": 7}, "net1", 6, "rdmaDevName"),
+        ({"roceTos": "106"}, "net1", 6, "roceTos"),
+        ({"roceTos": True}, "net1", 6, "roceTos"),
     ],
 )
 def test_bad_input_is_refused_before_any_change(
-    host: TosHost, extra: dict[str, Any], ifname: str, msg: str
+    host: TosHost, extra: dict[str, Any], ifname: str, code: int, msg: str
 ) -> None:
-    code, out = host.run("ADD", {**named(), **extra}, ifname=ifname)
-    assert code == 1 and out is not None and out["code"] == 7
-    assert msg in out["msg"]
+    status, out = host.run("ADD", {**named(), **extra}, ifname=ifname)
+    assert status == 1 and out is not None and out["code"] == code
+    assert msg in out["msg"] + out.get("details", "")
     assert host.rdma.where == {"mlx5_2": None, "mlx5_3": None}
     assert host.rdma.calls == [] and host.rdma.renames == []
     assert host.configfs_tos() is None and host.state(ifname=ifname) is None
