@@ -14,6 +14,8 @@ back, move out, ``restore_roce_tos``.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Protocol
 
 from cni.errors import DEVICE_ERROR, INVALID_CONFIG, CniError
@@ -49,33 +51,30 @@ def check_roce_link(sysfs: LinkLayerSysfs, pci: str, dev: str, tos: int) -> None
         )
 
 
-def read_roce_tos(roce: RoceTos, dev: str, pci: str) -> RoceTosState:
+@contextmanager
+def _device_error(what: str) -> Iterator[None]:
+    """A kernel refusal inside the block as CniError 100 saying ``what``."""
     try:
-        return roce.read(dev, pci)
+        yield
     except KernelError as exc:
-        raise CniError(
-            DEVICE_ERROR, f"cannot read the RoCE TOS of {dev}", str(exc)
-        ) from exc
+        raise CniError(DEVICE_ERROR, what, str(exc)) from exc
+
+
+def read_roce_tos(roce: RoceTos, dev: str, pci: str) -> RoceTosState:
+    with _device_error(f"cannot read the RoCE TOS of {dev}"):
+        return roce.read(dev, pci)
 
 
 def set_roce_tos(
     roce: RoceTos, dev: str, pci: str, tos: int, before: RoceTosState, rb: Rollback
 ) -> None:
-    try:
+    with _device_error(f"failed to set RoCE TOS {tos} on {dev}"):
         roce.apply(dev, pci, tos)
-    except KernelError as exc:
-        raise CniError(
-            DEVICE_ERROR, f"failed to set RoCE TOS {tos} on {dev}", str(exc)
-        ) from exc
     rb.push(lambda: roce.restore(dev, pci, before), f"restore the RoCE TOS of {dev}")
     log.info("RDMA device %s: RoCE TOS %d (DSCP %d)", dev, tos, dscp_of(tos))
 
 
 def restore_roce_tos(roce: RoceTos, dev: str, pci: str, before: RoceTosState) -> None:
-    try:
+    with _device_error(f"failed to restore the RoCE TOS of {dev}"):
         roce.restore(dev, pci, before)
-    except KernelError as exc:
-        raise CniError(
-            DEVICE_ERROR, f"failed to restore the RoCE TOS of {dev}", str(exc)
-        ) from exc
     log.info("RDMA device %s: RoCE TOS restored", dev)

@@ -145,7 +145,11 @@ def test_each_gpus_nic_is_its_pods_net_n_named_alike_on_two_nodes(
             r.pf_pci: roce.read(r.vfs[0].rdma, r.vfs[0].pci) for r in node.lab.rails
         }
         for n, conf in confs.items():
-            rt.add(conf, Attachment("gpupod", pod, f"net{n}"))
+            result = rt.add(conf, Attachment("gpupod", pod, f"net{n}"))
+            # The topology goes to the record, never into the CNI result.
+            assert set(result) <= {"cniVersion", "interfaces", "ips", "routes", "dns"}
+            for iface in result["interfaces"]:
+                assert set(iface) <= {"name", "mac", "mtu", "sandbox", "pciID"}
 
         records = AttachmentRecords(node.state_dir)
         names = []
