@@ -31,12 +31,18 @@ def shaped(root: Path, name: str) -> Path:
     return root
 
 
+@pytest.fixture(scope="module")
+def dgx(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One dgx node for the tests that only read it."""
+    return shaped(tmp_path_factory.mktemp("dgx"), "dgx")
+
+
 def rails_cli(*args: str) -> Result:
     return CliRunner().invoke(main, ["rails", *args])
 
 
-def test_dgx_pairs_gpu_n_with_the_nic_on_its_switch(tmp_path: Path) -> None:
-    pairing = pair(discover(shaped(tmp_path, "dgx")))
+def test_dgx_pairs_gpu_n_with_the_nic_on_its_switch(dgx: Path) -> None:
+    pairing = pair(discover(dgx))
     host = pairing.host
     paired = [(r.number, r.gpu.index, r.nic.rdma_device) for r in pairing.rails]
     assert paired == [(n, n - 1, f"mlx5_{n - 1}") for n in range(1, 9)]
@@ -93,8 +99,8 @@ def test_two_switch_levels_are_pxb_and_a_gpu_across_sockets_gets_no_rail(
     ]
 
 
-def test_table_json_and_yaml_of_the_dgx_shape(tmp_path: Path) -> None:
-    root = shaped(tmp_path, "dgx")
+def test_table_json_and_yaml_of_the_dgx_shape(dgx: Path) -> None:
+    root = dgx
     table = rails_cli("--sysfs", str(root))
     assert table.exit_code == 0, table.output
     lines = table.output.splitlines()
@@ -215,6 +221,6 @@ def test_bad_sysfs_is_one_clear_error(
         (["--roce-tos", "256"], "out of range 0-255"),
     ],
 )
-def test_bad_options_are_refused(tmp_path: Path, args: list[str], message: str) -> None:
-    out = rails_cli("--sysfs", str(shaped(tmp_path, "dgx")), "-o", "yaml", *args)
+def test_bad_options_are_refused(dgx: Path, args: list[str], message: str) -> None:
+    out = rails_cli("--sysfs", str(dgx), "-o", "yaml", *args)
     assert out.exit_code == 1 and message in out.output, out.output
