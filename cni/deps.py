@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         NetnsPath,
         Probes,
         RdmaOps,
+        RoceTos,
         VfOps,
     )
     from cni.kernel.sysfs import Sysfs
@@ -47,6 +48,16 @@ class Deps:
     waiter: DeviceWaiter
     sysfs: Sysfs
     state_dir: Path  # caches and locks live below it
+    roce: RoceTos | None = None  # None: configfs and sysfs under sysfs.root
+
+    @property
+    def roce_tos(self) -> RoceTos:
+        """The RoCE TOS seam (built on first use: only ``roceTos`` needs it)."""
+        if self.roce is not None:
+            return self.roce
+        from cni.kernel.roce import ConfigfsRoceTos
+
+        return ConfigfsRoceTos(self.sysfs.root)
 
     @property
     def records(self) -> AttachmentRecords:
@@ -78,6 +89,7 @@ def real_deps(
     sysfs: Sysfs | None = None,
     vf: VfOps | None = None,
     rdma: RdmaOps | None = None,
+    roce: RoceTos | None = None,
     default_state_dir: Path = DEFAULT_STATE_DIR,
 ) -> Deps:
     """The production adapters; a caller may inject its own sysfs, VF or RDMA ops.
@@ -110,6 +122,7 @@ def real_deps(
         waiter=UdevWaiter(sysfs),
         sysfs=sysfs,
         state_dir=state_dir(env, default_state_dir),
+        roce=roce,
     )
 
 
@@ -139,6 +152,9 @@ class RdmaOnFirstUse:
 
     def move(self, dev: str, to_netns: NetnsPath, netns: NetnsPath = None) -> None:
         self._loaded().move(dev, to_netns, netns)
+
+    def rename(self, dev: str, new_name: str, netns: NetnsPath = None) -> None:
+        self._loaded().rename(dev, new_name, netns)
 
 
 def default_deps(args: CmdArgs) -> Deps:

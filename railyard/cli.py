@@ -204,6 +204,91 @@ def apply(
         click.echo(applying.nads_yaml(plan.networks), nl=False)
 
 
+@main.command()
+@click.option(
+    "--sysfs",
+    "sysfs_root",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("/sys"),
+    show_default=True,
+    help="the sysfs to read: another root for a tree copied off a node",
+)
+@click.option("--json", "as_json", is_flag=True, help="the same as JSON")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Choice(["table", "yaml"]),
+    default="table",
+    show_default=True,
+    help="yaml: this node's SriovNetworkNodePolicies, SpiderIPPools and "
+    "SpiderMultusConfigs, for railyard apply",
+)
+@click.option("--node", help="the node the policies select [default: hostname]")
+@click.option("--namespace", default="spiderpool", show_default=True)
+@click.option(
+    "--num-vfs",
+    type=click.IntRange(1, 256),
+    help="VFs per PF [default: the PF's sriov_numvfs, else sriov_totalvfs]",
+)
+@click.option(
+    "--rdma-name",
+    default="rail{rail}",
+    show_default=True,
+    help="the pod's RDMA device name per rail; {rail} is the rail number",
+)
+@click.option("--roce-tos", type=int, help="TOS of the rails' RoCE traffic (0-255)")
+def rails(
+    sysfs_root: Path,
+    as_json: bool,
+    output: str,
+    node: str | None,
+    namespace: str,
+    num_vfs: int | None,
+    rdma_name: str,
+    roce_tos: int | None,
+) -> None:
+    """Which NIC serves which GPU on this node, from sysfs alone.
+
+    Pairs each GPU with its closest RDMA NIC (nvidia-smi's PIX < PXB < PHB <
+    NODE; equally close: a NIC no earlier GPU took, then the lowest PCI
+    address; across sockets: none) and says which GPUs share a NIC or have
+    none.
+    """
+    import socket
+
+    from cni.kernel import InvalidArgument
+    from cni.kernel.rdma_rules import check_device_name, check_roce_tos
+    from railyard import rails_output
+    from railyard.rails import RailsError, discover, pair
+
+    try:
+        check_device_name(rdma_name.replace("{rail}", "1"))
+        if roce_tos is not None:
+            check_roce_tos(roce_tos)
+        pairing = pair(discover(sysfs_root))
+    except (RailsError, InvalidArgument) as exc:
+        _fail([str(exc)])
+    if as_json:
+        click.echo(rails_output.as_json(pairing), nl=False)
+        return
+    if output == "yaml":
+        import yaml
+
+        docs = rails_output.documents(
+            pairing,
+            node or socket.gethostname(),
+            namespace=namespace,
+            num_vfs=num_vfs,
+            name_template=rdma_name,
+            roce_tos=roce_tos,
+        )
+        for note in pairing.notes:
+            click.echo(f"note: {note}", err=True)
+        click.echo(yaml.safe_dump_all(docs, sort_keys=False), nl=False)
+        return
+    click.echo(rails_output.table(pairing), nl=False)
+
+
 @main.group()
 def get() -> None:
     """Show what railyard manages."""

@@ -196,6 +196,9 @@ def attach(
             rdma_device=rdma_dev,
             stage=Stage.ORIGINALS_RECORDED,
         )
+        place = deps.sysfs.place(spec.pci)
+        if place is not None:
+            st.pcie_root, st.numa_node = place.pcie_root, place.numa_node
         with Rollback(log) as rb:
             allocations.claim(spec.pci, spec.netns, deps.netns)
             # Pushed first so it runs last, and only if every other undo worked:

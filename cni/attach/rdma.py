@@ -59,6 +59,7 @@ from cni.kernel import (
     DeviceNotFound,
     InvalidArgument,
     KernelError,
+    LinkExists,
     NetnsNotFound,
     NotSupported,
     RdmaOps,
@@ -150,6 +151,72 @@ def move_rdma_in(rdma: RdmaOps, dev: str, netns: str, rb: Rollback) -> None:
         ) from exc
     rb.push(lambda: _move_back(rdma, dev, netns), f"move RDMA device {dev} back")
     log.info("RDMA device %s moved into %s", dev, netns)
+
+
+def rename_rdma_in(
+    rdma: RdmaOps, dev: str, name: str, netns: str, rb: Rollback
+) -> None:
+    """Give ``dev``, now in ``netns``, the pod's name ``name``; the rename back
+    goes onto ``rb`` (it must run before the move back, which is older)."""
+    try:
+        rdma.rename(dev, name, netns=netns)
+    except LinkExists as exc:
+        raise CniError(
+            DEVICE_ERROR,
+            f"cannot name RDMA device {dev} {name!r} in {netns}: an RDMA device "
+            "of that name exists",
+            f"{exc}. Released kernels keep RDMA device names unique per host, "
+            "not per netns: two pods on one node cannot both use it (make "
+            "rdmaDevName unique per pod, or leave it out)",
+        ) from exc
+    except KernelError as exc:
+        raise CniError(
+            DEVICE_ERROR,
+            f"failed to rename RDMA device {dev} to {name!r} in {netns}",
+            str(exc),
+        ) from exc
+    rb.push(
+        lambda: rdma.rename(name, dev, netns=netns),
+        f"rename RDMA device {name} back to {dev}",
+    )
+    log.info("RDMA device %s is %s in %s", dev, name, netns)
+
+
+def rename_rdma_home(
+    rdma: RdmaOps, pod_name: str, host_name: str, netns: str | None
+) -> None:
+    """DEL: give the device its host name back, in the pod netns or, when that
+    netns died (the kernel returned the device under the pod's name), in the
+    host. Idempotent; CniError 100 when the kernel refuses (DEL keeps its
+    record and a retry finishes)."""
+    if pod_name == host_name:
+        return
+    for where in (netns, None) if netns else (None,):
+        try:
+            present = pod_name in rdma.devices(where)
+        except NetnsNotFound:
+            continue
+        except KernelError as exc:
+            log.warning("cannot list RDMA devices in %s: %s", where or "the host", exc)
+            continue
+        if not present:
+            continue
+        try:
+            rdma.rename(pod_name, host_name, netns=where)
+        except KernelError as exc:
+            raise CniError(
+                DEVICE_ERROR,
+                f"failed to rename RDMA device {pod_name} back to {host_name}",
+                str(exc),
+            ) from exc
+        log.info(
+            "RDMA device %s renamed back to %s in %s",
+            pod_name,
+            host_name,
+            where or "the host netns",
+        )
+        return
+    log.info("RDMA device %s not found: already %s again", pod_name, host_name)
 
 
 def _move_back(rdma: RdmaOps, dev: str, netns: str) -> None:

@@ -64,6 +64,8 @@ class Device:
     parent: str
     pod_namespace: str = ""
     pod_name: str = ""
+    pcie_root: str = ""
+    numa_node: int | None = None
 
 
 def pod_devices(nics: Iterable[PodNic]) -> list[Device]:
@@ -78,6 +80,8 @@ def pod_devices(nics: Iterable[PodNic]) -> list[Device]:
             parent=n.parent,
             pod_namespace=n.pod_namespace,
             pod_name=n.pod_name,
+            pcie_root=n.pcie_root,
+            numa_node=n.numa_node,
         )
         for n in nics
         if n.pci and n.netns and os.path.exists(n.netns)
@@ -89,7 +93,18 @@ def host_devices(sysfs: Sysfs) -> list[Device]:
     out = []
     for pci in sysfs.pfs():
         netdevs = sysfs.netdevs(pci)
-        out.append(Device(pci, "", None, netdevs[0] if netdevs else "", ""))
+        place = sysfs.place(pci)
+        out.append(
+            Device(
+                pci,
+                "",
+                None,
+                netdevs[0] if netdevs else "",
+                "",
+                pcie_root=place.pcie_root if place else "",
+                numa_node=place.numa_node if place else None,
+            )
+        )
     return out
 
 
@@ -350,6 +365,8 @@ class RdmaCollector(Collector):
                 dev.pod_namespace,
                 dev.pod_name,
                 *owner.labels(),
+                dev.pcie_root,
+                "" if dev.numa_node is None else str(dev.numa_node),
             )
         )
         metric_name = names.metric_name

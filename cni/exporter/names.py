@@ -95,6 +95,10 @@ OWNER_LABELS: tuple[str, ...] = (
     "owner_namespace",
     "owner_name",
 )
+#: Ours, after Spiderpool's: where the device sits (its PCIe root complex,
+#: "pci0000:15", and NUMA node; empty when sysfs does not say), so a
+#: dashboard can tell a GPU-affine rail from one across the sockets.
+TOPOLOGY_LABELS: tuple[str, ...] = ("pcie_root", "numa_node")
 DEVICE_LABELS: tuple[str, ...] = (
     "node_name",
     "ifname",
@@ -106,6 +110,7 @@ DEVICE_LABELS: tuple[str, ...] = (
     "pod_namespace",
     "pod_name",
     *OWNER_LABELS,
+    *TOPOLOGY_LABELS,
 )
 PRIORITY_LABELS: tuple[str, ...] = (*DEVICE_LABELS, "priority")
 #: ``rdma_device_tos`` carries only these (Spiderpool ``tos.go``).

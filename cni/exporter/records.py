@@ -43,6 +43,8 @@ class PodNic:
     parent: str  # the PF's netdev ("" when unknown)
     rdma_device: str  # the name ADD recorded ("" when ADD moved none)
     netdev: bool = True  # False for a DPDK VF: no kernel netdev to read
+    pcie_root: str = ""  # the VF's root complex, "" when ADD saw none
+    numa_node: int | None = None
 
 
 def pod_nics(state_dir: Path | str) -> list[PodNic]:
@@ -65,6 +67,8 @@ def pod_nics(state_dir: Path | str) -> list[PodNic]:
                 parent=st.pf or "",
                 rdma_device=st.rdma_device or chained,
                 netdev=not st.dpdk,
+                pcie_root=st.pcie_root,
+                numa_node=st.numa_node,
             )
         )
     nics.sort(key=lambda n: (n.netns, n.ifname))

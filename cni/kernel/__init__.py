@@ -394,6 +394,46 @@ class RdmaOps(Protocol):
         """Move RDMA device ``dev`` (seen from ``netns``) into ``to_netns``."""
         ...
 
+    def rename(self, dev: str, new_name: str, netns: NetnsPath = None) -> None:
+        """Rename RDMA device ``dev`` (seen from ``netns``) to ``new_name``.
+
+        LinkExists when the kernel has a device of that name (EEXIST: on
+        released kernels RDMA device names are unique per host, not per netns).
+        """
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class PortTos:
+    """One RDMA port's RoCE marking: rdma_cm's ``default_roce_tos`` and the
+    device's ``tc/<port>/traffic_class`` (None: not set; absent: the device
+    has no such file)."""
+
+    port: int
+    roce_tos: int | None
+    traffic_class: int | None
+    has_traffic_class: bool
+
+
+@dataclass(frozen=True, slots=True)
+class RoceTosState:
+    """A device's RoCE marking as found before a change, to put back."""
+
+    group_existed: bool  # the rdma_cm configfs group was there before
+    ports: tuple[PortTos, ...]
+
+
+class RoceTos(Protocol):
+    """The RoCE TOS of an RDMA device: configfs ``rdma_cm`` and sysfs ``tc/``."""
+
+    def read(self, dev: str, pci: str) -> RoceTosState: ...
+
+    def apply(self, dev: str, pci: str, tos: int) -> None:
+        """Set ``tos`` on every port; nothing is left half-set on failure."""
+        ...
+
+    def restore(self, dev: str, pci: str, before: RoceTosState) -> None: ...
+
 
 class DeviceWaiter(Protocol):
     """Bounded wait for a PCI function's netdev / RDMA device to (re)appear."""

@@ -139,7 +139,7 @@ class RdmaSocket(NetlinkSocket):
 
 
 def _request(
-    mtype: int, flags: int, attrs: list[tuple[str, int]] | None = None
+    mtype: int, flags: int, attrs: list[tuple[str, int | str]] | None = None
 ) -> nldevmsg:
     msg = nldevmsg()
     msg["header"]["type"] = mtype
@@ -165,6 +165,20 @@ def set_netns_request(index: int, ns_fd: int) -> nldevmsg:
         NLDEV_SET,
         NLM_F_REQUEST | NLM_F_ACK,
         [("RDMA_NLDEV_ATTR_DEV_INDEX", index), ("RDMA_NLDEV_NET_NS_FD", ns_fd)],
+    )
+
+
+def set_name_request(index: int, name: str) -> nldevmsg:
+    """RDMA_NLDEV_CMD_SET with DEV_INDEX and DEV_NAME: rename a device.
+
+    The kernel (nldev_set_doit) takes the name as a NUL-terminated string of
+    at most IB_DEVICE_NAME_MAX bytes with the NUL; ``cni.kernel.rdma_rules``
+    checks it before anything is sent.
+    """
+    return _request(
+        NLDEV_SET,
+        NLM_F_REQUEST | NLM_F_ACK,
+        [("RDMA_NLDEV_ATTR_DEV_INDEX", index), ("RDMA_NLDEV_ATTR_DEV_NAME", name)],
     )
 
 

@@ -33,6 +33,7 @@ from cni.kernel import (
     DeviceNotFound,
     InvalidArgument,
     KernelError,
+    LinkExists,
     NetnsPath,
     NotSupported,
     RdmaOps,
@@ -45,6 +46,7 @@ from cni.kernel.nldev import (
     nldevmsg,
     parse_devices,
     parse_netns_mode,
+    set_name_request,
     set_netns_request,
     sys_get_request,
 )
@@ -66,6 +68,8 @@ def _translate(exc: NetlinkError, what: str) -> KernelError:
         return DeviceNotFound(detail, code)
     if code == errno.EBUSY:
         return DeviceBusy(detail, code)
+    if code == errno.EEXIST:
+        return LinkExists(detail, code)
     if code in (errno.EINVAL, errno.ERANGE):
         return InvalidArgument(detail, code)
     return KernelError(detail, code)
@@ -153,6 +157,19 @@ class NetlinkRdmaOps:
                 )
         finally:
             os.close(target)
+
+    def rename(self, dev: str, new_name: str, netns: NetnsPath = None) -> None:
+        # By index, from inside the netns that sees the device (exclusive mode).
+        with _inside(netns):
+            index = self._index_table().get(dev)
+            if index is None:
+                where = netns or "the host netns"
+                raise DeviceNotFound(f"RDMA device {dev} not found in {where}")
+            log.debug("renaming RDMA device %s (index %d) to %s", dev, index, new_name)
+            self._request(
+                set_name_request(index, new_name),
+                f"renaming RDMA device {dev} to {new_name}",
+            )
 
 
 # Conformance with the kernel seam, checked by mypy (Go's `var _ X = &Y{}`).

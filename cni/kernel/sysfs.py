@@ -25,9 +25,13 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cni.kernel import DeviceNotFound, InvalidArgument, PciDevice
 from cni.netconf_fields import is_pci_address
+
+if TYPE_CHECKING:
+    from cni.kernel.topology import PciPlace
 
 DPDK_DRIVERS = frozenset({"vfio-pci", "uio_pci_generic", "igb_uio"})
 _VIRTFN = re.compile(r"^virtfn(\d+)$")
@@ -86,6 +90,22 @@ class Sysfs:
 
     def rdma_devices(self, pci: str) -> tuple[str, ...]:
         return _entries(self._dev(pci) / "infiniband")
+
+    def place(self, pci: str) -> PciPlace | None:
+        """The function's PCIe root and NUMA node (``cni.kernel.topology``);
+        None where sysfs does not show them (a flat tree)."""
+        from cni.kernel.topology import place_or_none
+
+        return place_or_none(self.devices_dir, pci)
+
+    def rdma_link_layer(self, pci: str, dev: str, port: int = 1) -> str | None:
+        """ "Ethernet" (RoCE) or "InfiniBand" for the device's port; None
+        when sysfs does not say."""
+        path = self._dev(pci) / "infiniband" / dev / "ports" / str(port) / "link_layer"
+        try:
+            return path.read_text().strip() or None
+        except OSError:
+            return None
 
     def is_vf(self, pci: str) -> bool:
         return (self._dev(pci) / "physfn").is_symlink()

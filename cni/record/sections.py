@@ -10,13 +10,15 @@ rdma-cni's camelCase ``RdmaNetState`` keys.
 ``network`` is not part of a section's own keys: the cache writes it beside
 them (``cni.state.cache``) and ``from_json`` reads it back from there.
 
-Standard library only.
+Standard library and ``cni.kernel``'s value types only.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+
+from cni.kernel import PortTos, RoceTosState
 
 #: rdma-cni's ``RdmaNetState.Version``.
 RDMA_STATE_VERSION = "1.0"
@@ -106,21 +108,45 @@ class RdmaSection:
     netns: str = ""  # the pod's netns, for a DEL with an empty CNI_NETNS
     version: str = RDMA_STATE_VERSION
     network: str = ""
+    roce_tos: int | None = None  # the TOS ADD set (roceTos)
+    roce_before: RoceTosState | None = None  # what it found, for DEL
 
     @property
     def device(self) -> str:
         """The device's name: the pod's, else the host's."""
         return self.container_dev or self.sandbox_dev
 
+    @property
+    def host_dev(self) -> str:
+        """The device's name in the host (before ADD renamed it)."""
+        return self.sandbox_dev or self.container_dev
+
     def to_json(self) -> dict[str, Any]:
-        # rdma-cni's RdmaNetState keys, plus the netns DEL needs.
-        return {
+        # rdma-cni's RdmaNetState keys, plus the netns DEL needs; the RoCE
+        # keys only when ADD set a TOS (older records keep their shape).
+        out: dict[str, Any] = {
             "version": self.version,
             "deviceID": self.device_id,
             "sandboxRdmaDevName": self.sandbox_dev,
             "containerRdmaDevName": self.container_dev,
             "netns": self.netns,
         }
+        if self.roce_tos is not None:
+            out["roceTos"] = self.roce_tos
+        if self.roce_before is not None:
+            out["roceTosBefore"] = {
+                "groupExisted": self.roce_before.group_existed,
+                "ports": [
+                    {
+                        "port": p.port,
+                        "roceTos": p.roce_tos,
+                        "trafficClass": p.traffic_class,
+                        "hasTrafficClass": p.has_traffic_class,
+                    }
+                    for p in self.roce_before.ports
+                ],
+            }
+        return out
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> RdmaSection:
@@ -132,4 +158,26 @@ class RdmaSection:
             netns=_text(obj, "netns"),
             version=_text(obj, "version") or RDMA_STATE_VERSION,
             network=_text(obj, "network"),
+            roce_tos=_optional_int(obj, "roceTos"),
+            roce_before=_roce_before(obj.get("roceTosBefore")),
         )
+
+
+def _optional_int(obj: dict[str, Any], key: str) -> int | None:
+    value = obj.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _roce_before(raw: Any) -> RoceTosState | None:
+    if not isinstance(raw, dict):
+        return None
+    ports = tuple(
+        PortTos(
+            port=int(p["port"]),
+            roce_tos=_optional_int(p, "roceTos"),
+            traffic_class=_optional_int(p, "trafficClass"),
+            has_traffic_class=bool(p.get("hasTrafficClass", False)),
+        )
+        for p in raw.get("ports") or []
+    )
+    return RoceTosState(bool(raw.get("groupExisted", False)), ports)

@@ -173,6 +173,10 @@ class VfState:
     ipam_type: str = ""  # "" when the netconf has no ipam
     ipam_conf: dict[str, Any] = field(default_factory=dict)  # for DEL without stdin
     rdma_device: str | None = None  # moved into the pod (rdmaIsolation)
+    # Where the VF sits (cni.kernel.topology): its root complex ("pci0000:15")
+    # and NUMA node, for the exporter's labels; unknown: "" and None.
+    pcie_root: str = ""
+    numa_node: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # plugin-specific (GUIDs...)
     stage: Stage = Stage.NEW
 
@@ -196,9 +200,11 @@ class VfState:
         out["saved_main_defaults"] = [asdict(r) for r in self.saved_main_defaults]
         # Outside Kubernetes there is no pod to name: such a record keeps the
         # shape earlier releases wrote (and read back).
-        for key in ("pod_namespace", "pod_name"):
+        for key in ("pod_namespace", "pod_name", "pcie_root"):
             if not out[key]:
                 del out[key]
+        if out["numa_node"] is None:
+            del out["numa_node"]
         return out
 
     @classmethod

@@ -33,6 +33,7 @@ from railyard_sim import agent, daemon, pods
 from railyard_sim.kernel_seams import KernelSeamError
 from railyard_sim.lab import MANIFEST, SIM_MARKER, Lab, LabError, is_lab_dir
 from railyard_sim.runtime import DEBIAN_BIN, PluginError
+from railyard_sim.shapes import SHAPES
 
 DEFAULT_LAB = Path(os.environ.get("RAILYARD_SIM_LAB", "/run/railyard-sim/lab"))
 F = TypeVar("F", bound=Callable[..., Any])
@@ -68,6 +69,7 @@ def do_up(
     metrics_listen: str = "",
     warm: bool = True,
     kernel_seams: frozenset[str] = frozenset(),
+    shape: str = "",
 ) -> Lab:
     started = time.monotonic()
     try:
@@ -78,6 +80,7 @@ def do_up(
             ib_rails=ib_rails,
             progress=True,
             kernel_seams=kernel_seams,
+            shape=shape,
         )
     except (LabError, ValueError, OSError, KernelSeamError) as exc:
         raise Failed(f"up: {exc}") from exc
@@ -272,9 +275,17 @@ def need_root() -> None:
 
 @main.command()
 @lab_option
-@click.option("--rails", default=8, show_default=True, help="RoCE rails.")
+@click.option("--rails", type=int, help="RoCE rails [default: 8, or the shape's NICs].")
 @click.option("--ib-rails", default=0, show_default=True, help="InfiniBand rails.")
 @click.option("--vfs-per-pf", default=2, show_default=True)
+@click.option(
+    "--shape",
+    type=click.Choice(sorted(SHAPES)),
+    default="",
+    help="A server's PCIe topology in the fake sysfs: dgx (8 GPUs, 8 NICs, "
+    "4 switches, 2 sockets) or split (4 GPUs on socket 0, half the NICs on "
+    "socket 1); its NICs are the rails. `railyard rails --sysfs <lab>/sys`.",
+)
 @click.option(
     "--ipamd-metrics", default="", help="HOST:PORT for ipamd's Prometheus /metrics."
 )
@@ -294,19 +305,28 @@ def need_root() -> None:
 )
 def up(
     lab_dir: Path,
-    rails: int,
+    rails: int | None,
     ib_rails: int,
     vfs_per_pf: int,
+    shape: str,
     ipamd_metrics: str,
     no_agent: bool,
     kernel_seams: tuple[str, ...],
 ) -> None:
     """Build the lab, start ipamd and railyard-agent, apply the lab's pools."""
     need_root()
+    if rails is None:
+        rails = len(SHAPES[shape].nics) if shape else 8
     do_up(
-        lab_dir, rails, ib_rails, vfs_per_pf, ipamd_metrics, warm=not no_agent,
+        lab_dir,
+        rails,
+        ib_rails,
+        vfs_per_pf,
+        ipamd_metrics,
+        warm=not no_agent,
         kernel_seams=frozenset(kernel_seams),
-    )  # fmt: skip
+        shape=shape,
+    )
 
 
 pod_options: list[Callable[[F], F]] = [

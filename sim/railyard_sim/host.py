@@ -3,10 +3,11 @@
 
 ``deps_factory(lab_dir)`` is what the lab's launchers (``railyard_sim.launchers``)
 hand to a plugin's ``plugin_funcs``: the production ``cni.deps.real_deps`` with
-three adapters injected - ``SimSysfs`` (the fake PCI tree under ``<lab>/sys``)
-and the recording VF and RDMA ops of ``railyard_sim.recording``. Links, netns,
-probes, udev, locks, caches and IPAM stay the production ones. The state dir
-defaults to ``<lab>/state`` (``RAILYARD_STATE_DIR`` still wins).
+four adapters injected - ``SimSysfs`` (the fake PCI tree under ``<lab>/sys``),
+the recording VF and RDMA ops of ``railyard_sim.recording`` and the RoCE TOS
+files under ``<lab>/sys`` (``LabRoceTos``, with configfs' mkdir behaviour).
+Links, netns, probes, udev, locks, caches and IPAM stay the production ones.
+The state dir defaults to ``<lab>/state`` (``RAILYARD_STATE_DIR`` still wins).
 
 Imports: standard library and ``cni`` at module level; the recording seam
 (and through it the lab module) when deps are built.
@@ -15,12 +16,14 @@ Imports: standard library and ``cni`` at module level; the recording seam
 from __future__ import annotations
 
 import logging
+import shutil
 import socket
 from collections.abc import Mapping
 from pathlib import Path
 
 from cni.deps import Deps, DepsFactory, real_deps
 from cni.kernel import VfOps
+from cni.kernel.roce import ConfigfsRoceTos
 from cni.kernel.sysfs import Sysfs
 from cni.skel import CmdArgs
 
@@ -68,6 +71,26 @@ def _is_link(name: str) -> bool:
     return True
 
 
+class LabRoceTos(ConfigfsRoceTos):
+    """``ConfigfsRoceTos`` over a plain directory tree (a simulated host,
+    tests): ``mkdir`` of a group also makes the ``ports/<n>/default_roce_tos``
+    files configfs would show, and removing it removes them."""
+
+    def _make_group(self, group: Path) -> None:
+        group.mkdir()
+        dev = group.name
+        for port in sorted(
+            p.name
+            for p in self.root.glob(f"bus/pci/devices/*/infiniband/{dev}/ports/*")
+        ):
+            tos = group / "ports" / port / "default_roce_tos"
+            tos.parent.mkdir(parents=True)
+            tos.write_text("0\n")
+
+    def _remove_group(self, group: Path) -> None:
+        shutil.rmtree(group)
+
+
 def lab_deps(lab_dir: Path | str, env: Mapping[str, str]) -> Deps:
     """The plugins' deps on the simulated host at ``lab_dir``."""
     from railyard_sim import kernel_seams
@@ -88,7 +111,12 @@ def lab_deps(lab_dir: Path | str, env: Mapping[str, str]) -> Deps:
         "the kernel's" if rdma is None else "recorded",
     )
     return real_deps(
-        env, sysfs=sysfs, vf=vf, rdma=rdma, default_state_dir=lab / STATE_DIR
+        env,
+        sysfs=sysfs,
+        vf=vf,
+        rdma=rdma,
+        roce=LabRoceTos(lab / SYS_DIR),
+        default_state_dir=lab / STATE_DIR,
     )
 
 

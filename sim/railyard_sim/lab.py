@@ -39,7 +39,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from railyard_sim.pci_tree import PciTree
+from railyard_sim.pci_tree import CLASS_ETHERNET, CLASS_INFINIBAND, PciTree
 
 PREFIX = "rs"
 MANIFEST = "lab.json"
@@ -185,6 +185,7 @@ class Manifest:
     host_netns: tuple[int, int]
     rails: tuple[RailSpec, ...] = field(default_factory=tuple)
     complete: bool = True
+    shape: str = ""  # a railyard_sim.shapes name, "" for the flat tree
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2) + "\n"
@@ -202,6 +203,7 @@ class Manifest:
             host_netns=(int(host[0]), int(host[1])),
             rails=tuple(rails),
             complete=bool(raw.get("complete", True)),
+            shape=str(raw.get("shape", "")),
         )
 
 
@@ -245,8 +247,24 @@ def plan(
     vfs_per_pf: int,
     ib_rails: int,
     pf_mtu: int = PF_MTU,
+    shape: str = "",
 ) -> Manifest:
-    """The lab's names and addresses, computed before anything is created."""
+    """The lab's names and addresses, computed before anything is created.
+
+    With a server ``shape`` (``railyard_sim.shapes``) the rails are its NICs,
+    in its order, at its PCI addresses; ``rails`` must be their number.
+    """
+    pf_addresses: list[str] = []
+    if shape:
+        from railyard_sim.shapes import shape as server_shape
+
+        nics = server_shape(shape).nics
+        if ib_rails or rails != len(nics):
+            raise ValueError(
+                f"shape {shape} has {len(nics)} RoCE NICs: it takes "
+                f"--rails {len(nics)} and no --ib-rails"
+            )
+        pf_addresses = [nic.pci for nic in nics]
     total = rails + ib_rails
     if not 1 <= total <= MAX_RAILS:
         raise ValueError(f"rails + ib_rails must be 1..{MAX_RAILS}, got {total}")
@@ -256,7 +274,8 @@ def plan(
     next_rdma = total  # mlx5_0..mlx5_<total-1> are the PFs, as on a real host
     for n in range(1, total + 1):
         fabric, pf_name = _rail_names(lab_id, n)
-        bus = 0x10 * n
+        pf_pci = pf_addresses[n - 1] if pf_addresses else f"0000:{0x10 * n:02x}:00.0"
+        bus = int(pf_pci.split(":")[1], 16)
         octet = 10 + n
         vfs = []
         for i in range(vfs_per_pf):
@@ -276,7 +295,7 @@ def plan(
                 kind="roce" if n <= rails else "ib",
                 fabric_netns=fabric,
                 bridge=BRIDGE,
-                pf_pci=f"0000:{bus:02x}:00.0",
+                pf_pci=pf_pci,
                 pf_netdev=pf_name,
                 pf_rdma=f"mlx5_{n - 1}",
                 pf_peer="pf",
@@ -297,6 +316,7 @@ def plan(
         lab_dir=str(lab_dir),
         host_netns=netns_identity(),
         rails=tuple(specs),
+        shape=shape,
     )
 
 
@@ -354,6 +374,7 @@ class Lab:
         lab_id: str | None = None,
         progress: bool = False,
         kernel_seams: frozenset[str] = frozenset(),
+        shape: str = "",
     ) -> Lab:
         """Build a lab in ``lab_dir`` (created if needed) and the caller's netns.
 
@@ -364,9 +385,9 @@ class Lab:
         lab_dir.mkdir(parents=True, exist_ok=True)
         if (lab_dir / MANIFEST).exists():
             raise LabError(f"{lab_dir} already holds a lab; run down first")
-        plan(lab_id or "0000", lab_dir, rails, vfs_per_pf, ib_rails, pf_mtu)
+        plan(lab_id or "0000", lab_dir, rails, vfs_per_pf, ib_rails, pf_mtu, shape)
         lab_id = _claim_id(lab_id)
-        manifest = plan(lab_id, lab_dir, rails, vfs_per_pf, ib_rails, pf_mtu)
+        manifest = plan(lab_id, lab_dir, rails, vfs_per_pf, ib_rails, pf_mtu, shape)
         lab = cls(lab_dir, replace(manifest, complete=False))
         try:
             # The marker first: whatever state the build ends in, `down` knows
@@ -459,12 +480,29 @@ class Lab:
             ]
             run_ip([], netns=r.fabric_netns, batch="".join(fabric))
         say(f"lab {m.lab_id}: fake PCI tree, pools, recording state")
+        placed: dict[str, tuple[str, int]] = {}
+        if m.shape:
+            from railyard_sim.shapes import build, shape
+
+            placed = build(self.tree, shape(m.shape))
         for r in m.rails:
-            self.tree.pf(r.pf_pci, r.pf_netdev, numvfs=len(r.vfs))
-            self.tree.rdma(r.pf_pci, r.pf_rdma)
+            parent, numa = placed.get(r.pf_pci, (None, None))
+            self.tree.pf(
+                r.pf_pci,
+                r.pf_netdev,
+                numvfs=len(r.vfs),
+                parent=parent,
+                numa_node=numa,
+                pci_class=CLASS_INFINIBAND if r.kind == "ib" else CLASS_ETHERNET,
+            )
+            self.tree.rdma(r.pf_pci, r.pf_rdma, kind=r.kind)
             for v in r.vfs:
                 self.tree.vf(r.pf_pci, v.index, v.pci, v.netdev)
-                self.tree.rdma(v.pci, v.rdma)
+                self.tree.rdma(v.pci, v.rdma, kind=r.kind)
+        # rdma_cm loaded: its configfs directory (see cni.kernel.roce).
+        (self.sys_root / "kernel" / "config" / "rdma_cm").mkdir(
+            parents=True, exist_ok=True
+        )
         (self.dir / POOLS).write_text(pools_yaml(m))
         recording.init_state(self.dir, m)
 

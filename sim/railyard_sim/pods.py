@@ -9,7 +9,7 @@ Spiderpool's SpiderMultusConfig renders (``deviceID`` injected at top level, as
 multus does). Records live in ``<lab>/pods/<name>.json`` so ``show``/``unpod``
 run in other processes.
 
-Imports: standard library and ``railyard_sim`` only.
+Imports: standard library, ``railyard_sim`` and ``cni.record`` (the records show reads).
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from railyard_sim import agent, daemon, kernel_seams
+from cni.record.store import AttachmentRecords
+from railyard_sim import agent, daemon, kernel_seams, recording
 from railyard_sim.lab import Lab, LabError, RailSpec, ip_json, run_ip
 from railyard_sim.runtime import (
     DEBIAN_BIN,
@@ -449,9 +450,12 @@ def show(lab: Lab, pod: Pod) -> tuple[str, bool]:
     out.append("")
     out.append("# RDMA devices")
     for nic in pod.nics:
-        if nic.rdma is None:
+        found = recording.rdma_of(lab.dir, nic.pci) if nic.rdma else None
+        if found is None:
             continue
-        where = kernel_seams.rdma_location(lab.dir, nic.rdma)
+        name, where = found
+        if kernel_seams.enabled(lab.dir).get("rdma"):
+            where = kernel_seams.rdma_location(lab.dir, name)
         place = (
             f"pod netns {pod.netns}"
             if where == pod.netns_path
@@ -459,7 +463,19 @@ def show(lab: Lab, pod: Pod) -> tuple[str, bool]:
             if where is None
             else where
         )
-        out.append(f"{nic.ifname}  VF {nic.pci}  {nic.rdma:<9} in {place}")
+        out.append(f"{nic.ifname}  VF {nic.pci}  {name:<9} in {place}")
+    out.append("")
+    out.append("# where each VF sits (from its attachment record)")
+    records = AttachmentRecords(lab.state_dir)
+    for nic in pod.nics:
+        st = records.any_vf(pod.container_id, nic.ifname)
+        if st is None:
+            continue
+        numa = "-" if st.numa_node is None else str(st.numa_node)
+        out.append(
+            f"{nic.ifname}  VF {nic.pci}  PCIe root {st.pcie_root or '-'}  "
+            f"NUMA node {numa}"
+        )
     return "\n".join(out) + "\n", ok
 
 

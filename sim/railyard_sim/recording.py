@@ -547,6 +547,30 @@ class RecordingRdmaOps(_Recorder):
                 path = to_netns or f"/proc/{os.getpid()}/ns/net"
                 entry["netns"] = {"path": path, "dev": target[0], "ino": target[1]}
 
+    def rename(self, dev: str, new_name: str, netns: NetnsPath = None) -> None:
+        """RDMA_NLDEV_CMD_SET with a name: unique per host, as on every
+        released kernel (``ib_device_rename`` looks at all devices, whatever
+        their netns), so a name held in another pod is EEXIST too. The fake
+        tree's ``infiniband/<name>`` directory follows (files and all)."""
+        with self._call("rename", dev=dev, new_name=new_name, netns=netns) as st:
+            devices = st.get("rdma", {})
+            entry = devices.get(dev)
+            if entry is None or _location(st, entry) != _identity(netns):
+                raise DeviceNotFound(f"RDMA device {dev} not found", errno.ENODEV)
+            if new_name == dev:
+                return
+            if not new_name or len(new_name.encode()) > 63 or "/" in new_name:
+                raise InvalidArgument(
+                    f"bad RDMA device name {new_name!r}", errno.EINVAL
+                )
+            if new_name in devices:
+                raise LinkExists(f"RDMA device name {new_name} is taken", errno.EEXIST)
+            devices[new_name] = devices.pop(dev)
+            ib = self.lab / SYS_DIR / "bus" / "pci" / "devices" / entry["pci"]
+            ib = ib / "infiniband"
+            if (ib / dev).is_dir():
+                os.rename(ib / dev, ib / new_name)
+
 
 def _mode(st: Mapping[str, Any]) -> str:
     mode = str(st.get("netns_mode", "exclusive"))
@@ -595,6 +619,19 @@ def rdma_location(lab_dir: Path | str, dev: str) -> str | None:
         if _location(st, entry) == host:
             return None
         return str(entry["netns"]["path"])
+
+
+def rdma_of(lab_dir: Path | str, pci: str) -> tuple[str, str | None] | None:
+    """(current name, netns path or None for the host) of the RDMA device of
+    function ``pci``, whatever it was renamed to; None when it has none."""
+    with _locked(lab_dir) as st:
+        host = (int(st["host_netns"][0]), int(st["host_netns"][1]))
+        for name, entry in st.get("rdma", {}).items():
+            if entry["pci"] == pci:
+                if _location(st, entry) == host:
+                    return str(name), None
+                return str(name), str(entry["netns"]["path"])
+    return None
 
 
 def vf_table(lab_dir: Path | str, pf: str) -> dict[int, VfInfo]:

@@ -950,6 +950,17 @@ class FakeRdma:
             raise DeviceNotFound(f"RDMA device {dev} not found in {where}")
         entry.netns = None if to_netns in HOST_PATHS else to_netns
 
+    def rename(self, dev: str, new_name: str, netns: NetnsPath = None) -> None:
+        self.k._enter("rdma_rename", dev, new_name, netns)
+        self.k._ns(netns)
+        entry = self.k.rdma_devices.get(dev)
+        if entry is None or entry.netns != (None if netns in HOST_PATHS else netns):
+            raise DeviceNotFound(f"RDMA device {dev} not found")
+        if new_name in self.k.rdma_devices and new_name != dev:
+            raise LinkExists(f"RDMA device name {new_name} is taken", errno_mod.EEXIST)
+        entry.name = new_name
+        self.k.rdma_devices[new_name] = self.k.rdma_devices.pop(dev)
+
 
 # -------------------------------------------------------------- DeviceWaiter
 
@@ -1007,6 +1018,10 @@ class FakeSysfs:
 
     def exists(self, pci: str) -> bool:
         return check_pci(pci) in self.k.pci
+
+    def place(self, pci: str) -> None:
+        """No PCIe topology on this host (as the simulated flat tree)."""
+        self._fn(pci)
 
     def driver(self, pci: str) -> str | None:
         return self._fn(pci).driver

@@ -18,7 +18,7 @@ from cni.exporter.collector import RdmaCollector
 from cni.exporter.owners import OwnerLabels
 from cni.kernel.stats import NetdevStats, SysfsRdmaStats
 from cni.kernel.sysfs import Sysfs
-from cni.plugins.rdma.commands import _section as rdma_section
+from cni.record.sections import RdmaSection
 from cni.record.store import AttachmentRecords
 from cni.record.vf import VfState
 from railyard_sim.pci_tree import PciTree
@@ -123,6 +123,8 @@ class RdmaNode:
         chained_rdma: bool = False,
         stage: str = "addressed",
         with_rdma: bool = True,
+        pcie_root: str = "",
+        numa_node: int | None = None,
     ) -> VfState:
         """A VF attached to ``pod`` as ADD records it (sriov record, and the
         chained rdma plugin's record when ``chained_rdma``)."""
@@ -148,11 +150,14 @@ class RdmaNode:
             pod_name=pod,
             rdma_device=dev if isolation and not chained_rdma and with_rdma else None,
             stage=stage,
+            pcie_root=pcie_root,
+            numa_node=numa_node,
         )
         records = AttachmentRecords(self.state_dir)
         records.vf("sriov").save(st)
         if chained_rdma:
-            records.save_rdma(cid, ifname, rdma_section(pci, dev, netns, st.network))
+            section = RdmaSection(pci, dev, dev, netns, network=st.network)
+            records.save_rdma(cid, ifname, section)
         self.netdevs.stats[(netns, ifname)] = NetdevStats(
             mlx5_stats(**(stats or {})), 100000
         )

@@ -16,6 +16,10 @@ rdma-cni compatible, with its gaps closed:
   attachments the runtime no longer knows; STATUS reports 50 when RDMA is
   unusable (no RDMA or shared mode).
 - ADD and DEL of one VF serialise on its per-PCI lock (``cni.state.locks``).
+- ``rdmaDevName`` renames the device in the pod after the move, ``roceTos``
+  marks its RoCE traffic before it (``cni.attach.roce``); both are undone on
+  every path: the ADD's rollback, DEL (the name back inside the pod, or in
+  the host when the netns died first, then the move, then the TOS) and GC.
 
 Imports only light modules at top; adapters come through ``cni.deps``.
 """
@@ -30,8 +34,16 @@ from cni.attach.rdma import (
     MoveOutcome,
     move_rdma_in,
     move_rdma_out,
+    rename_rdma_home,
+    rename_rdma_in,
     require_exclusive,
     resolve_rdma_device,
+)
+from cni.attach.roce import (
+    check_roce_link,
+    read_roce_tos,
+    restore_roce_tos,
+    set_roce_tos,
 )
 from cni.deps import Deps, DepsFactory, default_deps
 from cni.errors import (
@@ -131,13 +143,6 @@ def derive_pci(ca: CmdArgs, prev: Result, deps: Deps) -> str:
 # --------------------------------------------------------------- commands
 
 
-def _section(pci: str, dev: str, netns: str, network: str) -> RdmaSection:
-    # The netns is what DEL needs when CNI_NETNS is "" (rdma-cni keeps none).
-    return RdmaSection(
-        device_id=pci, container_dev=dev, sandbox_dev=dev, netns=netns, network=network
-    )
-
-
 def _already_attached(deps: Deps, ca: CmdArgs, pci: str) -> bool:
     """A repeated ADD of an attachment that is in place succeeds unchanged.
 
@@ -168,16 +173,38 @@ def add(ca: CmdArgs, conf: RdmaConf, deps: Deps, ipam: None) -> Result | None:
         if _already_attached(deps, ca, pci):
             return None
         dev = resolve_rdma_device(deps.sysfs, pci)
-        records.save_rdma(
-            ca.container_id, ca.ifname, _section(pci, dev, ca.netns, conf.base.name)
+        tos = conf.roce_tos
+        section = RdmaSection(
+            device_id=pci,
+            container_dev=conf.dev_name or dev,  # its name in the pod
+            sandbox_dev=dev,
+            netns=ca.netns,  # what DEL needs when CNI_NETNS is "" (rdma-cni: none)
+            network=conf.base.name,
+            roce_tos=tos,
         )
+        if tos is not None:
+            check_roce_link(deps.sysfs, pci, dev, tos)
+            section.roce_before = read_roce_tos(deps.roce_tos, dev, pci)
+        # Written before the first change: a crash anywhere below leaves DEL
+        # both names and the TOS to put back.
+        records.save_rdma(ca.container_id, ca.ifname, section)
         rb.push(
             lambda: records.delete_rdma(ca.container_id, ca.ifname),
             "delete the rdma state",
         )
+        if tos is not None and section.roce_before is not None:
+            set_roce_tos(deps.roce_tos, dev, pci, tos, section.roce_before, rb)
         move_rdma_in(deps.rdma, dev, ca.netns, rb)
+        if section.container_dev != dev:
+            rename_rdma_in(deps.rdma, dev, section.container_dev, ca.netns, rb)
         rb.commit()
-    log.info("RDMA device %s of %s moved into %s", dev, pci, ca.netns)
+    log.info(
+        "RDMA device %s of %s moved into %s as %s",
+        dev,
+        pci,
+        ca.netns,
+        section.container_dev,
+    )
     return None  # skel prints prevResult, converted to the config's cniVersion
 
 
@@ -189,7 +216,7 @@ def _restore(
     rdma: RdmaSection,
     netns: str,
 ) -> None:
-    dev, pci, recorded = rdma.device, rdma.device_id, rdma.netns
+    dev, pci, recorded = rdma.host_dev, rdma.device_id, rdma.netns
     if netns and recorded and netns != recorded:
         log.warning(
             "DEL of %s/%s: CNI_NETNS %s is not the netns ADD used (%s); "
@@ -200,12 +227,18 @@ def _restore(
             recorded,
         )
     with Locks(deps.state_dir).lock(pci or f"rdma-{dev}"):
+        # Its host name first, where it is now (the pod, or the host when the
+        # netns died with it inside): the move and the TOS know it by that.
+        rename_rdma_home(deps.rdma, rdma.container_dev, dev, recorded or netns or None)
         # The netns ADD moved the device into first (cni.attach.teardown); the
         # runtime's only when that one no longer shows it (a new path).
         outcome = move_rdma_out(deps.rdma, dev, recorded or netns or None)
         if outcome is MoveOutcome.NOT_FOUND and netns and netns != recorded:
+            rename_rdma_home(deps.rdma, rdma.container_dev, dev, netns)
             outcome = move_rdma_out(deps.rdma, dev, netns)
         log.info("RDMA device %s: %s", dev, outcome.value)
+        if rdma.roce_before is not None and outcome is not MoveOutcome.NOT_FOUND:
+            restore_roce_tos(deps.roce_tos, dev, pci, rdma.roce_before)
         records.delete_rdma(cid, ifname)
 
 

@@ -163,3 +163,31 @@ def test_failed_pod_is_rolled_back_and_its_addresses_released(tmp_path: Path) ->
     finally:
         down = sim("down", "--lab", str(lab))
     assert down.returncode == 0, down.stderr
+
+
+def test_a_shaped_lab_shows_where_each_vf_sits(tmp_path: Path) -> None:
+    """up --shape split: the rails are the shape's NICs; show names each VF's
+    PCIe root and NUMA node; railyard rails reads the lab's sysfs."""
+    lab = tmp_path / "lab"
+    up = sim("up", "--lab", str(lab), "--shape", "split", "--vfs-per-pf", "1")
+    assert up.returncode == 0, up.stderr
+    try:
+        assert "rail 4 roce PF 0000:d8:00.0" in up.stdout
+        pod = sim("pod", "p1", "--lab", str(lab), "--nics", "3", "--rdma")
+        assert pod.returncode == 0, pod.stderr
+        show = sim("show", "p1", "--lab", str(lab))
+        assert show.returncode == 0, show.stdout + show.stderr
+        assert "net1  VF 0000:19:00.2  PCIe root pci0000:17  NUMA node 0" in show.stdout
+        assert "net3  VF 0000:af:00.2  PCIe root pci0000:ae  NUMA node 1" in show.stdout
+        rails = subprocess.run(
+            [sys.executable, "-m", "railyard", "rails", "--sysfs", str(lab / "sys")],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert rails.returncode == 0, rails.stderr
+        assert "GPU 0 and GPU 2 share NIC mlx5_0 (0000:19:00.0)" in rails.stdout
+        assert sim("unpod", "p1", "--lab", str(lab)).returncode == 0
+    finally:
+        down = sim("down", "--lab", str(lab))
+    assert down.returncode == 0, down.stderr

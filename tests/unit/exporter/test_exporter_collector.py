@@ -76,6 +76,8 @@ DEVICE_LABELS = {
     "owner_kind",
     "owner_namespace",
     "owner_name",
+    "pcie_root",
+    "numa_node",
 }
 
 
@@ -133,8 +135,24 @@ def test_pod_nic_carries_spiderpools_labels_and_the_pod(node: RdmaNode) -> None:
         "owner_kind": "",
         "owner_namespace": "",
         "owner_name": "",
+        # the VF's place, unknown on this flat tree
+        "pcie_root": "",
+        "numa_node": "",
     }
     assert s.value == 7
+
+
+def test_pod_nic_carries_its_pcie_root_and_numa_node_as_extra_labels(
+    node: RdmaNode,
+) -> None:
+    pf = node.pf(1)
+    node.pod_nic(pf, 0, "trainer-0", pcie_root="pci0000:95", numa_node=1)
+    labelled = [s.labels for s in samples(node) if s.labels.get("pod_name")]
+    assert labelled and all(
+        (lab["pcie_root"], lab["numa_node"]) == ("pci0000:95", "1") for lab in labelled
+    )
+    # Spiderpool's names and values are untouched beside them.
+    assert {lab["rdma_parent_name"] for lab in labelled} == {"ens1f0"}
 
 
 def test_pf_is_root_without_pod_labels(node: RdmaNode) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 from cni.kernel import (
     DeviceNotFound,
     KernelError,
+    LinkExists,
     NetnsNotFound,
     NetnsPath,
     NotSupported,
@@ -31,7 +32,9 @@ class FakeRdma:
         self.where: dict[str, str | None] = dict(where)  # dev -> netns (None host)
         self.alive: set[str] = {POD}
         self.fail_move: KernelError | None = None
+        self.fail_rename: KernelError | None = None
         self.calls: list[tuple[str, NetnsPath, NetnsPath]] = []
+        self.renames: list[tuple[str, str, NetnsPath]] = []
 
     def netns_mode(self) -> str:
         if self.mode == "unsupported":
@@ -55,6 +58,18 @@ class FakeRdma:
         if self.where.get(dev, "missing") != netns:
             raise DeviceNotFound(f"RDMA device {dev} not found")
         self.where[dev] = to_netns
+
+    def rename(self, dev: str, new_name: str, netns: NetnsPath = None) -> None:
+        """Names are unique per host, as on released kernels (EEXIST)."""
+        self.renames.append((dev, new_name, netns))
+        self._check(netns)
+        if self.fail_rename is not None:
+            raise self.fail_rename
+        if self.where.get(dev, "missing") != netns:
+            raise DeviceNotFound(f"RDMA device {dev} not found")
+        if new_name != dev and new_name in self.where:
+            raise LinkExists(f"RDMA device name {new_name} is taken")
+        self.where[new_name] = self.where.pop(dev)
 
     def vanish(self, netns: str) -> None:
         """The kernel returns a dead netns's RDMA devices to the host."""

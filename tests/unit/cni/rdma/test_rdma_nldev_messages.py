@@ -31,6 +31,7 @@ from cni.kernel.nldev import (
     nldevmsg,
     parse_devices,
     parse_netns_mode,
+    set_name_request,
     set_netns_request,
     sys_get_request,
 )
@@ -96,6 +97,18 @@ def test_move_request_carries_dev_index_then_net_ns_fd() -> None:
     expected = hdr(16 + len(body), 0x1402, NLM_F_REQUEST | NLM_F_ACK, 5, 77) + body
     assert TYPE_SET == 0x1402
     assert encoded(set_netns_request(3, 11), 5, 77) == expected
+
+
+@pytest.mark.parametrize("name", ["rail1", "r" * 63, "gpu_rail-1.x"])
+def test_rename_is_set_with_dev_index_and_a_nul_terminated_dev_name(name: str) -> None:
+    # nldev_set_doit renames when RDMA_NLDEV_ATTR_DEV_NAME (2, NLA_NUL_STRING)
+    # comes with the device's RDMA_NLDEV_ATTR_DEV_INDEX (1, u32).
+    body = nla_u32(1, 9) + nla_str(2, name)
+    expected = hdr(16 + len(body), 0x1402, NLM_F_REQUEST | NLM_F_ACK, 6, 88) + body
+    assert encoded(set_name_request(9, name), 6, 88) == expected
+    # 4-byte aligned; the attribute's length counts the NUL but not the padding.
+    assert len(expected) % 4 == 0
+    assert struct.unpack_from("=H", expected, 24)[0] == 4 + len(name) + 1
 
 
 def test_sys_get_reply_with_mode_0_is_exclusive() -> None:
