@@ -617,7 +617,11 @@ def run_plugin(
         return 0
 
     out = _deadline.OutputOnce(stdout)
-    ctx = logs.LogContext(plugin=plugin_name, command=env.get("CNI_COMMAND", ""))
+    ctx = logs.LogContext(
+        plugin=plugin_name,
+        command=env.get("CNI_COMMAND", ""),
+        trace_id=logs.trace_id(env),
+    )
     setups = [logs.configure(stderr=stderr, ctx=ctx)]
     state = {"version": _version.CURRENT}
 

@@ -66,6 +66,7 @@ def do_up(
     vfs_per_pf: int,
     metrics_listen: str = "",
     warm: bool = True,
+    agent_metrics: str = "",
 ) -> Lab:
     started = time.monotonic()
     try:
@@ -84,10 +85,11 @@ def do_up(
         say(f"ipamd pid {pid} on {daemon.socket_path(lab.dir)}; applying pools")
         daemon.apply_pools(lab.dir, lab.pools_file)
         if warm:
-            agent_pid = agent.start(lab.dir)
+            agent_pid = agent.start(lab.dir, metrics_listen=agent_metrics)
             say(
                 f"railyard-agent pid {agent_pid} on {agent.socket_path(lab.dir)} "
                 "(plugins run warm; --no-agent runs them directly)"
+                + (f"; /metrics on {agent_metrics}" if agent_metrics else "")
             )
     except (daemon.DaemonError, agent.AgentError, OSError) as exc:
         do_down(lab.dir)
@@ -280,6 +282,13 @@ def need_root() -> None:
     is_flag=True,
     help="Do not start railyard-agent: every plugin call runs directly.",
 )
+@click.option(
+    "--agent-metrics",
+    default="",
+    metavar="HOST:PORT",
+    help="railyard-agent's /metrics here: attach latency per command and step, "
+    "and the lab's RDMA counters.",
+)
 def up(
     lab_dir: Path,
     rails: int,
@@ -287,10 +296,21 @@ def up(
     vfs_per_pf: int,
     ipamd_metrics: str,
     no_agent: bool,
+    agent_metrics: str,
 ) -> None:
     """Build the lab, start ipamd and railyard-agent, apply the lab's pools."""
     need_root()
-    do_up(lab_dir, rails, ib_rails, vfs_per_pf, ipamd_metrics, warm=not no_agent)
+    if agent_metrics and no_agent:
+        raise click.UsageError("--agent-metrics needs the agent (not --no-agent)")
+    do_up(
+        lab_dir,
+        rails,
+        ib_rails,
+        vfs_per_pf,
+        ipamd_metrics,
+        warm=not no_agent,
+        agent_metrics=agent_metrics,
+    )
 
 
 pod_options: list[Callable[[F], F]] = [
@@ -467,7 +487,7 @@ def exporter(lab_dir: Path, listen: str) -> None:
     from railyard_sim.counters import sim_collector
 
     setup_logging("INFO")
-    run(sim_collector(_load(lab_dir)), listen)
+    run(sim_collector(_load(lab_dir)).render, listen)
 
 
 @main.group()

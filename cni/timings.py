@@ -1,0 +1,76 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Where a command spends its time: named steps of the request being served.
+
+The attach and detach code marks its steps (``with timings.step("move"):``);
+the agent's worker turns recording on around a request (``start``), takes
+the list after it (``finish``) and sends it to the agent's metrics
+(``cni.agent.metrics``). Nothing records when nobody started a request:
+direct mode, tests and library use pay one global lookup per step.
+
+A step entered twice in one request (two addresses, a retried write) is
+reported once per entry; a step running in another thread (the IPAM
+allocation overlapping the move) is recorded all the same: ``list.append``
+is atomic, and the request waits for that thread before it ends.
+
+Standard library only; imported by every plugin path, so it stays tiny.
+"""
+
+from __future__ import annotations
+
+from time import perf_counter
+from types import TracebackType
+
+#: Step names the attach and detach code uses (the metric's ``step`` label);
+#: a fixed set, so the label's values stay bounded.
+PF_SETTINGS = "pf_settings"
+MOVE = "move"
+ADDRESSES = "addresses"
+ROUTES = "routes"
+DETECTION = "detection"
+IPAM = "ipam"
+RECORD_WRITE = "record_write"
+STEPS = (PF_SETTINGS, MOVE, ADDRESSES, ROUTES, DETECTION, IPAM, RECORD_WRITE)
+
+Recorded = list[tuple[str, float]]
+
+_recording: Recorded | None = None
+
+
+def start() -> None:
+    """Record the steps of the request starting now (the agent's worker)."""
+    global _recording
+    _recording = []
+
+
+def finish() -> Recorded:
+    """The steps recorded since ``start``, in the order they ended; stops."""
+    global _recording
+    done, _recording = _recording or [], None
+    return done
+
+
+class step:  # noqa: N801 - used as ``with timings.step(...)``, like a function
+    """Time the block as step ``name`` of the current request, if recording.
+
+    A class rather than a generator-based context manager: it is entered
+    ~20 times per ADD, and this costs a fraction of a microsecond."""
+
+    __slots__ = ("_into", "_name", "_t0")
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._into = _recording
+        self._t0 = 0.0
+
+    def __enter__(self) -> None:
+        if self._into is not None:
+            self._t0 = perf_counter()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._into is not None:
+            self._into.append((self._name, perf_counter() - self._t0))
