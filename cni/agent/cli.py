@@ -103,8 +103,9 @@ def metrics_sidecar(
         from cni.exporter.server import build_collector
 
         owners = owner_labels_from(None, True)
-        collector = build_collector(state_dir, node_name(), sysfs_root, owners=owners)
-        metrics.serve(listen, attach, before=[collector.render])
+        node = node_name()
+        collector = build_collector(state_dir, node, sysfs_root, owners=owners)
+        metrics.serve(listen, attach, node, before=[collector.render])
 
     return serve
 

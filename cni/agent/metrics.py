@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """Attach latency on the agent's ``/metrics``: per CNI command and per step.
 
-Two histograms (prometheus_client), buckets from 1 ms to 30 s:
+Two histograms (prometheus_client), buckets from 1 ms to 30 s, each series
+with the node's ``node_name`` (as the RDMA exporter's):
 
 - ``railyard_cni_command_duration_seconds{plugin, command, result}``: a
   command served by a worker, from the request read to the exit status
@@ -112,16 +113,17 @@ class Sample:
 
 
 class AttachMetrics:
-    """The two histograms, on ``registry``."""
+    """The two histograms of node ``node``, on ``registry``."""
 
-    def __init__(self, registry: CollectorRegistry) -> None:
+    def __init__(self, registry: CollectorRegistry, node: str) -> None:
         from prometheus_client import Histogram
 
+        self.node = node
         self.commands = Histogram(
             "railyard_cni_command_duration_seconds",
             "CNI commands served by railyard-agent, from the request to the "
             "exit status, by plugin, command and result (success or error)",
-            ["plugin", "command", "result"],
+            ["node_name", "plugin", "command", "result"],
             buckets=BUCKETS,
             registry=registry,
         )
@@ -129,18 +131,17 @@ class AttachMetrics:
             "railyard_cni_step_duration_seconds",
             "Steps of the CNI commands served by railyard-agent (pf_settings, "
             "move, addresses, routes, detection, ipam, record_write)",
-            ["plugin", "command", "step"],
+            ["node_name", "plugin", "command", "step"],
             buckets=BUCKETS,
             registry=registry,
         )
 
     def observe(self, sample: Sample) -> None:
-        self.commands.labels(sample.plugin, sample.command, sample.result).observe(
-            sample.seconds
-        )
+        labels = (self.node, sample.plugin, sample.command)
+        self.commands.labels(*labels, sample.result).observe(sample.seconds)
         for name, seconds in sample.steps:
             if name in timings.STEPS:
-                self.steps.labels(sample.plugin, sample.command, name).observe(seconds)
+                self.steps.labels(*labels, name).observe(seconds)
 
 
 class Channel:
@@ -198,20 +199,22 @@ class Channel:
 Render = Callable[[], bytes]
 
 
-def renderer(channel: Channel) -> Render:
-    """In the sidecar: the attach-latency histograms, fed by ``channel``,
-    as a ``/metrics`` text part."""
+def renderer(channel: Channel, node: str) -> Render:
+    """In the sidecar: node ``node``'s attach-latency histograms, fed by
+    ``channel``, as a ``/metrics`` text part."""
     from prometheus_client import CollectorRegistry, generate_latest
 
     registry = CollectorRegistry(auto_describe=True)
-    channel.serve_in_thread(AttachMetrics(registry))
+    channel.serve_in_thread(AttachMetrics(registry, node))
     return lambda: generate_latest(registry)
 
 
-def serve(listen: str, channel: Channel, before: Sequence[Render] = ()) -> None:
+def serve(
+    listen: str, channel: Channel, node: str, before: Sequence[Render] = ()
+) -> None:
     """The sidecar's body: ``/metrics`` on ``listen`` with the ``before``
     parts (the RDMA exporter's), then attach latency; until SIGTERM."""
     from cni.exporter.cli import run
 
-    parts = [*before, renderer(channel)]
+    parts = [*before, renderer(channel, node)]
     run(lambda: b"".join(part() for part in parts), listen)

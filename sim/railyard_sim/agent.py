@@ -201,10 +201,11 @@ def metrics_sidecar(lab_dir: Path, listen: str, attach: Channel) -> None:
     """The lab agent's /metrics: the lab's RDMA counters (what ``railyard-sim
     exporter`` serves) and the agent's attach latency."""
     from cni.agent import metrics
-    from railyard_sim.counters import sim_collector
+    from railyard_sim.counters import NODE_NAME, sim_collector
     from railyard_sim.lab import Lab
 
-    metrics.serve(listen, attach, before=[sim_collector(Lab.load(lab_dir)).render])
+    lab = Lab.load(lab_dir)
+    metrics.serve(listen, attach, NODE_NAME, before=[sim_collector(lab).render])
 
 
 def main(argv: list[str] | None = None) -> int:

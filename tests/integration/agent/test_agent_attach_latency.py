@@ -115,10 +115,12 @@ def test_a_traced_attach_shows_in_the_histograms_and_the_plugin_log(
         subprocess.run(["ip", "netns", "del", netns], check=False)
 
     command = "railyard_cni_command_duration_seconds"
-    ok = {"plugin": "sriov", "result": "success"}
+    ok = {"node_name": "railyard-sim", "plugin": "sriov", "result": "success"}
     text = wait_count(port, command, 1, command="DEL", **ok)
     assert histogram_count(text, command, command="ADD", **ok) == 1
-    add = 'command="ADD",le="{}",plugin="sriov",result="success"'
+    add = (
+        'command="ADD",le="{}",node_name="railyard-sim",plugin="sriov",result="success"'
+    )
     assert f"{command}_bucket{{{add.format('0.001')}}}" in text
     assert f"{command}_bucket{{{add.format('30.0')}}} 1.0" in text
     # The lab's RDMA counters share the endpoint, as in production.

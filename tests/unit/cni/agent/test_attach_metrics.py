@@ -70,7 +70,7 @@ def test_the_buckets_resolve_1_ms_to_30_s() -> None:
 
 def test_a_sample_lands_in_the_command_and_step_histograms() -> None:
     registry = CollectorRegistry()
-    metrics = AttachMetrics(registry)
+    metrics = AttachMetrics(registry, "node-a")
     metrics.observe(
         Sample(
             "sriov",
@@ -82,32 +82,52 @@ def test_a_sample_lands_in_the_command_and_step_histograms() -> None:
     )
     metrics.observe(Sample("sriov", "ADD", "error", 31.0))
     command = "railyard_cni_command_duration_seconds"
-    ok = {"plugin": "sriov", "command": "ADD", "result": "success"}
+    ok = {
+        "node_name": "node-a",
+        "plugin": "sriov",
+        "command": "ADD",
+        "result": "success",
+    }
     bucket = f"{command}_bucket"
     assert registry.get_sample_value(bucket, {**ok, "le": "0.02"}) == 0.0
     assert registry.get_sample_value(bucket, {**ok, "le": "0.05"}) == 1.0
     assert registry.get_sample_value(f"{command}_sum", ok) == pytest.approx(0.0453)
-    failed = {"plugin": "sriov", "command": "ADD", "result": "error"}
+    failed = {
+        "node_name": "node-a",
+        "plugin": "sriov",
+        "command": "ADD",
+        "result": "error",
+    }
     # Past the last bucket (a command the runtime gave up on) is still counted.
     assert registry.get_sample_value(bucket, {**failed, "le": "30.0"}) == 0.0
     assert registry.get_sample_value(bucket, {**failed, "le": "+Inf"}) == 1.0
 
     step = "railyard_cni_step_duration_seconds"
-    move = {"plugin": "sriov", "command": "ADD", "step": "move"}
+    move = {"node_name": "node-a", "plugin": "sriov", "command": "ADD", "step": "move"}
     assert registry.get_sample_value(f"{step}_bucket", {**move, "le": "0.01"}) == 0.0
     assert registry.get_sample_value(f"{step}_bucket", {**move, "le": "0.02"}) == 1.0
-    writes = {"plugin": "sriov", "command": "ADD", "step": "record_write"}
+    writes = {
+        "node_name": "node-a",
+        "plugin": "sriov",
+        "command": "ADD",
+        "step": "record_write",
+    }
     assert registry.get_sample_value(f"{step}_count", writes) == 2.0
     assert registry.get_sample_value(f"{step}_bucket", {**writes, "le": "0.002"}) == 2
 
 
 def test_a_step_name_outside_the_known_set_is_not_a_label_value() -> None:
     registry = CollectorRegistry()
-    AttachMetrics(registry).observe(
+    AttachMetrics(registry, "node-a").observe(
         Sample("sriov", "ADD", "success", 0.01, [("anything", 0.001)])
     )
     step = "railyard_cni_step_duration_seconds_count"
-    labels = {"plugin": "sriov", "command": "ADD", "step": "anything"}
+    labels = {
+        "node_name": "node-a",
+        "plugin": "sriov",
+        "command": "ADD",
+        "step": "anything",
+    }
     assert registry.get_sample_value(step, labels) is None
     assert set(timings.STEPS) == {
         "pf_settings", "move", "addresses", "routes", "detection", "ipam",
