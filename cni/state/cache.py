@@ -8,6 +8,12 @@ plugin process, not of the node's state dir policy.
 Atomicity: write to a temporary file in the same directory, ``fsync`` it,
 ``rename`` over the final name, then ``fsync`` the directory, so after a crash
 a record is either the old one, the new one, or absent — never truncated.
+The directory is fsynced only when the record is new: a replacement that a
+power loss undoes leaves the previous version, whole and durable (its own
+save fsynced the directory), and every earlier version of a record is a state
+DEL finishes from (a SIGKILL can stop a command right after any save). That
+saves one of the three fsyncs of an ADD (~0.2 ms on an idle disk, more on a
+busy one).
 Files are 0600 and directories 0700 (a record may hold MACs and GUIDs of other
 tenants' pods).
 
@@ -163,6 +169,7 @@ class StateCache:
                     f.write(payload)
                     f.flush()
                     os.fsync(f.fileno())
+                replacing = os.path.exists(final)
                 os.replace(tmp, final)
             except BaseException:
                 try:
@@ -170,7 +177,8 @@ class StateCache:
                 except FileNotFoundError:
                     pass
                 raise
-            _fsync_dir(self.dir)
+            if not replacing:
+                _fsync_dir(self.dir)
         except OSError as e:
             raise CniError(
                 IO_FAILURE, "failed to write state cache", f"{final}: {e}"
