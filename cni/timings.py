@@ -17,11 +17,22 @@ Standard library only; imported by every plugin path, so it stays tiny.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import wraps
 from time import perf_counter
 from types import TracebackType
+from typing import ParamSpec, TypeVar
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 #: Step names the attach and detach code uses (the metric's ``step`` label);
-#: a fixed set, so the label's values stay bounded.
+#: a fixed set, so the label's values stay bounded. ``move``: the VF's netdev
+#: into the pod (move, rename, MAC, MTU, up) or back home; ``routes``: the
+#: policy routing rules and routes, added or removed; ``detection``: what an
+#: ADD waits for the conflict and gateway checks beyond the routing work, and
+#: the announcement; ``ipam``: each call to the IPAM (ipamd or a delegated
+#: plugin); ``record_write``: each durable write or removal of a record.
 PF_SETTINGS = "pf_settings"
 MOVE = "move"
 ADDRESSES = "addresses"
@@ -74,3 +85,18 @@ class step:  # noqa: N801 - used as ``with timings.step(...)``, like a function
     ) -> None:
         if self._into is not None:
             self._into.append((self._name, perf_counter() - self._t0))
+
+
+def timed(name: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """A function whose every call is step ``name`` (the IPAM clients' calls,
+    made from several places of ADD and DEL, and from a thread)."""
+
+    def wrap(func: Callable[P, R]) -> Callable[P, R]:
+        @wraps(func)
+        def timed_call(*args: P.args, **kwargs: P.kwargs) -> R:
+            with step(name):
+                return func(*args, **kwargs)
+
+        return timed_call
+
+    return wrap

@@ -5,7 +5,8 @@
 A VF is attached and detached through the warm shims by a libcni-like runtime
 that passes ``TRACEPARENT`` as libcni does: the agent's /metrics then counts
 one ADD and one DEL of ``sriov`` that succeeded, with the steps they went
-through, and every line the plugin logged for them names the trace.
+through (PF settings, move, addresses, routes, detection, IPAM, record
+writes), and every line the plugin logged for them names the trace.
 """
 
 from __future__ import annotations
@@ -123,6 +124,15 @@ def test_a_traced_attach_shows_in_the_histograms_and_the_plugin_log(
     )
     assert f"{command}_bucket{{{add.format('0.001')}}}" in text
     assert f"{command}_bucket{{{add.format('30.0')}}} 1.0" in text
+    step = "railyard_cni_step_duration_seconds"
+    node = {"node_name": "railyard-sim", "plugin": "sriov"}
+    add_steps = ("pf_settings", "move", "addresses", "routes", "detection", "ipam")
+    for name in add_steps:
+        assert histogram_count(text, step, command="ADD", step=name, **node) == 1, name
+    # Saved before the first change, then with the addresses and routes.
+    assert histogram_count(text, step, command="ADD", step="record_write", **node) == 2
+    for name in ("pf_settings", "move", "routes", "ipam", "record_write"):
+        assert histogram_count(text, step, command="DEL", step=name, **node) >= 1, name
     # The lab's RDMA counters share the endpoint, as in production.
     assert "# HELP rdma_" in text
 
