@@ -139,10 +139,15 @@ def compile_bytecode() -> None:
 
 @contextmanager
 def bench_lab(
-    columns: list[str], vfs: int, prefix: str = "rv-bench-", spares: int = 2
+    columns: list[str],
+    vfs: int,
+    prefix: str = "rv-bench-",
+    spares: int = 2,
+    metrics_listen: str = "",
 ) -> Iterator[BenchLab]:
     """An 8-rail lab of ``vfs`` VFs per PF, ipamd with the lab's pools, the
-    lab's agent, and a runtime per column; all of it gone after the block."""
+    lab's agent (its /metrics on ``metrics_listen`` when given), and a runtime
+    per column; all of it gone after the block."""
     unknown = set(columns) - set(COLUMNS)
     if unknown:
         raise ValueError(f"unknown columns {sorted(unknown)}; pick from {COLUMNS}")
@@ -151,7 +156,7 @@ def bench_lab(
         root = Path(tmp)
         with Lab.up(root / "lab", rails=RAILS, vfs_per_pf=vfs) as lab:
             daemon.start(lab.dir)
-            agent.start(lab.dir, spares=spares)
+            agent.start(lab.dir, spares=spares, metrics_listen=metrics_listen)
             try:
                 daemon.apply_pools(lab.dir, lab.pools_file)
                 base = {
