@@ -24,9 +24,7 @@ pytestmark = pytest.mark.integration
 def test_a_short_churn_attaches_pods_and_leaves_nothing_behind(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    totals = run(
-        ["warm", "go"], pods=3, nics=2, concurrency=2, duration=1.0, rounds=1
-    )
+    totals = run(["warm", "go"], pods=3, nics=2, concurrency=2, duration=1.0, rounds=1)
     for name, tally in totals.items():
         assert tally.adds and tally.dels, name
         assert tally.errors == [], name
