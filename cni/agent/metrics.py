@@ -27,9 +27,10 @@ sidecar is down or behind, the socket's buffer (~200 KiB, some hundreds of
 samples; a datagram socket would hold ``net.unix.max_dgram_qlen``, 10) queues
 them and further ones are dropped, never the request held.
 The parent keeps the reading end open, so a restarted sidecar picks up what
-queued meanwhile. A worker killed mid-request (the deadline's watchdog, a
-crash) sends nothing: its end shows in the runtime's error and the agent's
-log, not here.
+queued meanwhile. A command past its deadline is an ``error`` sample like any
+failed one (the deadline's alarm ends it in the plugin); a worker that ends
+mid-command (the deadline's hard exit when the alarm could not end it, a
+crash) sends nothing: that shows in the runtime's error and the agent's log.
 
 A sample is a small JSON document: ``{"p": plugin, "c": command, "r":
 result, "d": seconds, "s": [[step, seconds], ...]}``.
