@@ -27,7 +27,9 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 #: Step names the attach and detach code uses (the metric's ``step`` label);
-#: a fixed set, so the label's values stay bounded. ``move``: the VF's netdev
+#: a fixed set, so the label's values stay bounded. ``pf_settings``: the VF's
+#: settings on its PF (MAC, VLAN, rates, trust ...; ib-sriov's GUID and the
+#: driver rebind it needs), set or restored; ``move``: the VF's netdev
 #: into the pod (move, rename, MAC, MTU, up) or back home; ``routes``: the
 #: policy routing rules and routes, added or removed; ``detection``: what an
 #: ADD waits for the conflict and gateway checks beyond the routing work, and

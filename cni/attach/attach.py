@@ -212,8 +212,8 @@ def attach(
                 apply_pf_settings(
                     deps.vf, dev.pf, dev.vf_index, spec.pf_settings, st.orig_vf, rb
                 )
-            for hook in hooks:
-                hook(ctx)
+                for hook in hooks:  # ib-sriov's GUID and the rebind it needs
+                    hook(ctx)
             if spec.rdma_isolation:
                 if hooks:
                     # Resolved again: a hook's driver rebind (ib-sriov's GUID)
