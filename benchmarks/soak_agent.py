@@ -9,7 +9,9 @@ warm-path shim, as a runtime execs it. Prints the agent's RSS, PSS-free view
 (``VmRSS``), its open file descriptors and threads, and its workers' count,
 summed RSS and descriptors, before, every 10 % and after. Growth in the
 parent's is a leak in the long-lived process; the workers' stay bounded as
-each is replaced after its share of requests.
+each is replaced after its share of requests. ``--metrics-listen HOST:PORT``
+runs the agent with its /metrics (attach latency): the metrics server is one
+more child, shown on its own line, whose memory must stay flat too.
 """
 
 from __future__ import annotations
@@ -60,12 +62,28 @@ def vitals(pid: int) -> str:
     )
 
 
-def run(cycles: int) -> None:
+def metrics_server(pid: int) -> int:
+    """The agent's metrics server: its first child (the agent starts it before
+    its first spare worker; the workers come and go, it stays)."""
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    return min(int(child) for child in children)
+
+
+def server_vitals(pid: int) -> str:
+    try:
+        fields = _status(pid)
+        fds = len(os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return f"  metrics server {pid} is gone"
+    return f"  metrics server {pid}: VmRSS {fields['VmRSS']}  fds {fds}"
+
+
+def run(cycles: int, metrics_listen: str = "") -> None:
     with tempfile.TemporaryDirectory(prefix="ry-soak-") as tmp:
         root = Path(tmp)
         with Lab.up(root / "lab", rails=1, vfs_per_pf=1) as lab:
             daemon.start(lab.dir)
-            agent.start(lab.dir)
+            agent.start(lab.dir, metrics_listen=metrics_listen)
             try:
                 daemon.apply_pools(lab.dir, lab.pools_file)
                 pid = agent.running_pid(lab.dir)
@@ -102,17 +120,19 @@ def run(cycles: int) -> None:
                     att = Attachment("soak-warmup", pod, "net1")
                     rt.add(conf, att)
                     rt.delete(conf, att)
-                    print(f"before      {vitals(pid)}", flush=True)
+                    server = metrics_server(pid) if metrics_listen else 0
+                    extra = (lambda: server_vitals(server)) if server else str
+                    print(f"before      {vitals(pid)}{extra()}", flush=True)
                     t0 = time.monotonic()
                     for i in range(1, cycles + 1):
                         att = Attachment(f"soak{i}", pod, "net1")
                         rt.add(conf, att)
                         rt.delete(conf, att)
                         if i % max(1, cycles // 10) == 0:
-                            print(f"{i:>6} done  {vitals(pid)}", flush=True)
+                            print(f"{i:>6} done  {vitals(pid)}{extra()}", flush=True)
                     elapsed = time.monotonic() - t0
                     time.sleep(0.5)  # the last worker is idle again
-                    print(f"after       {vitals(pid)}")
+                    print(f"after       {vitals(pid)}{extra()}")
                     print(
                         f"{cycles} ADD/DEL cycles in {elapsed:.0f} s "
                         f"({elapsed / cycles * 1000:.0f} ms per cycle); "
@@ -128,7 +148,9 @@ def run(cycles: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cycles", type=int, default=10000)
-    run(parser.parse_args().cycles)
+    parser.add_argument("--metrics-listen", default="", metavar="HOST:PORT")
+    args = parser.parse_args()
+    run(args.cycles, args.metrics_listen)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,11 @@ our handlers so modules keep using ``logging.getLogger(__name__)``::
 
     2026-12-02T13:57:20.123Z INFO  [sriov ADD cid=3f2a8c1d9e00 if=net1] cni.x: msg
 
+When the runtime passes W3C trace context (libcni sets ``TRACEPARENT`` for
+every plugin it runs), the trace id is on every line of that command too
+(``trace=4bf92f3577b34da6a3ce929d0e0e4736``), so one pod's attach can be
+found in the plugin logs from the runtime's trace.
+
 ``configure()`` replaces the handlers it installed before (in-process tests
 run many commands in one interpreter) and leaves foreign handlers alone.
 
@@ -21,10 +26,11 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import stat
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import IO
@@ -44,6 +50,11 @@ DEFAULT_LEVEL = "info"
 
 _MARK = "_railyard_handler"
 
+#: ``version-traceid-parentid-flags``, lowercase hex (W3C Trace Context).
+_TRACEPARENT = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}")
+_NO_TRACE = "0" * 32
+_NO_PARENT = "0" * 16
+
 # The context of the command being run (set by configure), so domain code can
 # add e.g. the PCI address with ``logs.set_context(pci=...)`` without a handle.
 _current: LogContext | None = None
@@ -57,6 +68,7 @@ class LogContext:
     command: str = ""
     container_id: str = ""
     ifname: str = ""
+    trace_id: str = ""
     extra: dict[str, str] = field(default_factory=dict)
 
     def render(self) -> str:
@@ -66,8 +78,28 @@ class LogContext:
             parts.append(f"cid={self.container_id[:12]}")
         if self.ifname:
             parts.append(f"if={self.ifname}")
+        if self.trace_id:
+            parts.append(f"trace={self.trace_id}")
         parts.extend(f"{k}={v}" for k, v in self.extra.items())
         return " ".join(parts)
+
+
+def trace_id(env: Mapping[str, str]) -> str:
+    """The trace id of ``TRACEPARENT`` in ``env``; "" when absent or not a
+    valid traceparent (version ``ff``, an all-zero id: a log line must not
+    carry a value the runtime's tracer would not recognise)."""
+    value = env.get("TRACEPARENT", "")
+    if not value:
+        return ""
+    match = _TRACEPARENT.match(value.strip())
+    if match is None:
+        return ""
+    version, trace, parent = match.groups()
+    if version == "ff" or trace == _NO_TRACE or parent == _NO_PARENT:
+        return ""
+    if version == "00" and match.end() != len(value.strip()):
+        return ""  # version 00 has exactly four fields
+    return trace
 
 
 class ContextFilter(logging.Filter):

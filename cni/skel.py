@@ -679,7 +679,9 @@ class _Session:
         self.command = env.get("CNI_COMMAND", "")
         self.version = _version.CURRENT
         self._stderr = stderr
-        self._ctx = logs.LogContext(plugin=plugin, command=self.command)
+        self._ctx = logs.LogContext(
+            plugin=plugin, command=self.command, trace_id=logs.trace_id(env)
+        )
         self._setup = logs.configure(stderr=stderr, ctx=self._ctx)
 
     def adopt(self, ca: CmdArgs) -> None:

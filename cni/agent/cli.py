@@ -9,6 +9,10 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cni.agent.metrics import Channel
 
 SOCKET_ENV = "RAILYARD_AGENT_SOCKET"
 
@@ -63,8 +67,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--metrics-listen",
         metavar="HOST:PORT",
         default="",
-        help="also serve the RDMA exporter's /metrics here (as railyard-exporter; "
-        "off by default)",
+        help="serve /metrics here: the RDMA exporter's (as railyard-exporter) and "
+        "the agent's attach latency per command and step (off by default)",
     )
     parser.add_argument(
         "--state-dir",
@@ -85,19 +89,23 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def metrics_sidecar(
-    listen: str, state_dir: Path, sysfs_root: Path
+    listen: str, state_dir: Path, sysfs_root: Path, attach: Channel
 ) -> Callable[[], None]:
-    """The exporter, as ``railyard-exporter --listen LISTEN`` runs it (owner
-    labels through the pod's service account when there is one)."""
+    """``/metrics`` on ``listen``: the exporter's RDMA counters, as
+    ``railyard-exporter --listen LISTEN`` serves them (owner labels through the
+    pod's service account when there is one), then the agent's own: attach
+    latency (``cni.agent.metrics``, from what the workers send on ``attach``)."""
 
     def serve() -> None:
-        from cni.exporter.cli import owner_labels_from, run
+        from cni.agent import metrics
+        from cni.exporter.cli import owner_labels_from
         from cni.exporter.collector import node_name
         from cni.exporter.server import build_collector
 
         owners = owner_labels_from(None, True)
-        collector = build_collector(state_dir, node_name(), sysfs_root, owners=owners)
-        run(collector, listen)
+        node = node_name()
+        collector = build_collector(state_dir, node, sysfs_root, owners=owners)
+        metrics.serve(listen, attach, node, before=[collector.render])
 
     return serve
 
@@ -121,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     # The parent never opens a channel; each forked worker makes its own, so
     # gRPC's fork handlers (costly, and only needed for shared channels) stay off.
     os.environ["GRPC_ENABLE_FORK_SUPPORT"] = "false"
+    from cni.agent.metrics import Channel
     from cni.agent.plugins import PRELOAD, production_table
     from cni.agent.server import Agent
     from cni.agent.warmup import ipamd_channels, keep_ipamd_channels
@@ -130,6 +139,8 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         logging.error("--ipamd: %s", exc)
         return 2
+    # Made before anything is forked: every worker and the sidecar inherit it.
+    attach = Channel() if args.metrics_listen else None
     agent = Agent(
         production_table(),
         socket_path=args.socket,
@@ -140,10 +151,13 @@ def main(argv: list[str] | None = None) -> int:
         requests_per_worker=args.requests_per_worker,
         worker_setup=keep_ipamd_channels,
         sidecar=(
-            metrics_sidecar(args.metrics_listen, args.state_dir, args.sysfs_root)
-            if args.metrics_listen
+            metrics_sidecar(
+                args.metrics_listen, args.state_dir, args.sysfs_root, attach
+            )
+            if attach is not None
             else None
         ),
+        metrics=attach,
     )
     agent.warm()
     try:

@@ -78,6 +78,7 @@ from typing import IO, NoReturn, cast
 
 from cni import version as cni_version
 from cni.agent import wire
+from cni.agent.metrics import Channel, Sample
 from cni.errors import INTERNAL, CniError
 from cni.skel import FuncsFactory, run_plugin
 
@@ -134,8 +135,13 @@ def _error_reply(conn: socket.socket, lock: threading.Lock, err: CniError) -> No
     wire.send_status(conn, 1, lock)
 
 
-def serve_request(conn: socket.socket, table: PluginTable) -> int:
-    """Run one shim request in this (forked) process; the plugin's exit status."""
+def serve_request(
+    conn: socket.socket, table: PluginTable, metrics: Channel | None = None
+) -> int:
+    """Run one shim request in this (forked) process; the plugin's exit status.
+
+    With ``metrics``, the command's duration and its steps go to the agent's
+    metrics sidecar once the shim has the exit status."""
     lock = threading.Lock()
     try:
         conn.settimeout(REQUEST_TIMEOUT)
@@ -167,6 +173,9 @@ def serve_request(conn: socket.socket, table: PluginTable) -> int:
     root.handlers.clear()
     out = wire.ReplyStream(conn, b"O", lock)
     err = wire.ReplyStream(conn, b"E", lock)
+    if metrics is not None:
+        metrics.start_request()
+    t0 = time.perf_counter()
     try:
         code = run_plugin(
             entry.funcs,
@@ -181,10 +190,14 @@ def serve_request(conn: socket.socket, table: PluginTable) -> int:
     finally:
         root.handlers[:] = agent_handlers
         root.setLevel(agent_level)
+    seconds = time.perf_counter() - t0
     try:
         wire.send_status(conn, code, lock)
     except OSError:
         pass  # the shim is gone; the command itself completed
+    if metrics is not None:
+        command = req.env.get("CNI_COMMAND", "")
+        metrics.send(Sample.of(req.plugin, command, code, seconds))
     return code
 
 
@@ -296,7 +309,9 @@ class Agent:
     with the agent. ``spares`` idle workers are kept ahead, a new one having
     run ``prepare`` (see the module docstring); ``max_workers`` bounds the
     requests served at once; a worker serves up to ``requests_per_worker``,
-    having run ``worker_setup`` once before the first.
+    having run ``worker_setup`` once before the first. ``metrics``: each
+    worker sends what it served there (``cni.agent.metrics``), the sidecar
+    reads it.
     """
 
     def __init__(
@@ -312,6 +327,7 @@ class Agent:
         requests_per_worker: int = DEFAULT_REQUESTS_PER_WORKER,
         idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
         worker_setup: Callable[[], None] | None = None,
+        metrics: Channel | None = None,
     ) -> None:
         if max_workers < 1:
             raise ValueError("max_workers must be >= 1")
@@ -329,6 +345,7 @@ class Agent:
         self.idle_timeout = idle_timeout
         self._prepare = prepare
         self._worker_setup = worker_setup
+        self._metrics = metrics
         self._pool: dict[int, _Worker] = {}
         self._spare_due = 0.0  # when a spare that died unready is replaced
         self._listener: socket.socket | None = None
@@ -536,7 +553,7 @@ class Agent:
             # Serving now: it finishes its request whatever happens to the parent.
             _set_parent_death_signal(0)
             try:
-                status = serve_request(conn, self.table)
+                status = serve_request(conn, self.table, self._metrics)
             finally:
                 conn.close()
                 conn = None

@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from cni import timings
 from cni.attach.allocation import Allocations
 from cni.attach.detection import DetectionPolicy, announce, start_detection
 from cni.attach.device import (
@@ -210,11 +211,12 @@ def attach(
                 ahead = AllocationAhead.start(ipam, spec.ipam_request, rb)
             ctx = AttachContext(deps, spec, dev, st, rb, store)
             assert st.orig_vf is not None
-            apply_pf_settings(
-                deps.vf, dev.pf, dev.vf_index, spec.pf_settings, st.orig_vf, rb
-            )
-            for hook in hooks:
-                hook(ctx)
+            with timings.step(timings.PF_SETTINGS):
+                apply_pf_settings(
+                    deps.vf, dev.pf, dev.vf_index, spec.pf_settings, st.orig_vf, rb
+                )
+                for hook in hooks:  # ib-sriov's GUID and the rebind it needs
+                    hook(ctx)
             if spec.rdma_isolation:
                 if hooks:
                     # Resolved again: a hook's driver rebind (ib-sriov's GUID)
@@ -321,12 +323,13 @@ def _attach_netdev(
             spec.pci,
         )
     assert st.host_ifname is not None
-    moved = move_into_pod(
-        deps.links, deps.netns, st.host_ifname, spec.netns, spec.ifname, rb
-    )
-    info = configure_in_pod(
-        deps.links, spec.ifname, spec.netns, mac, spec.mtu, moved, rb
-    )
+    with timings.step(timings.MOVE):
+        moved = move_into_pod(
+            deps.links, deps.netns, st.host_ifname, spec.netns, spec.ifname, rb
+        )
+        info = configure_in_pod(
+            deps.links, spec.ifname, spec.netns, mac, spec.mtu, moved, rb
+        )
     # Saved with the next record write (after IPAM, or at the end): DEL can
     # also recognise the VF by its ifindex, which a netns move keeps.
     st.pod_mac, st.pod_mtu = info.mac, info.mtu
@@ -374,7 +377,8 @@ def _attach_ip(
     store.save(st)
     if st.dpdk:
         return  # DPDK: reported, not configured (sriov-cni)
-    add_addresses(deps.links, spec.ifname, spec.netns, st.addresses, rb)
+    with timings.step(timings.ADDRESSES):
+        add_addresses(deps.links, spec.ifname, spec.netns, st.addresses, rb)
     # The detection window runs beside the routing work, which does not depend
     # on its verdict; a failed check unwinds the routes with everything else.
     detection = start_detection(
@@ -382,7 +386,8 @@ def _attach_ip(
     )
     try:
         if plan is not None:
-            st.saved_main_defaults = apply_routing(deps.links, spec.netns, plan, rb)
+            with timings.step(timings.ROUTES):
+                st.saved_main_defaults = apply_routing(deps.links, spec.netns, plan, rb)
             if st.saved_main_defaults:
                 store.save(st)
     except BaseException:
@@ -391,6 +396,7 @@ def _attach_ip(
         if detection is not None:
             detection.join()
         raise
-    if detection is not None:
-        detection.wait()
-    announce(deps.probes, spec.ifname, spec.netns, st.addresses)
+    with timings.step(timings.DETECTION):
+        if detection is not None:
+            detection.wait()
+        announce(deps.probes, spec.ifname, spec.netns, st.addresses)

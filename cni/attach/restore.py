@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from cni import timings
 from cni.attach.device import host_netdevs
 from cni.attach.netdev import (
     find_returned_vf,
@@ -49,18 +50,21 @@ def restore(deps: Deps, st: VfState, netns: str) -> tuple[list[str], bool]:
     if pod is not None and (in_pod is not None or st.rules or st.saved_main_defaults):
         # Also when the VF already left the pod: a DEL that failed after moving
         # it home must not strand its rules (they outlive the link) on retry.
-        failures += remove_routing(
-            deps.links, pod, st.rules, st.routes, st.saved_main_defaults
-        )
+        with timings.step(timings.ROUTES):
+            failures += remove_routing(
+                deps.links, pod, st.rules, st.routes, st.saved_main_defaults
+            )
     if st.pf is not None and st.vf_index is not None and st.orig_vf is not None:
         # Before the netdev leaves the pod, as sriov-cni does: some drivers
         # reject an admin MAC reset otherwise.
-        failures += restore_pf_settings(
-            deps.vf, st.pf, st.vf_index, st.pf_settings, st.orig_vf
-        )
+        with timings.step(timings.PF_SETTINGS):
+            failures += restore_pf_settings(
+                deps.vf, st.pf, st.vf_index, st.pf_settings, st.orig_vf
+            )
     if not st.dpdk:
         try:
-            pending = not _restore_netdev(deps, st, side)
+            with timings.step(timings.MOVE):
+                pending = not _restore_netdev(deps, st, side)
         except (KernelError, CniError) as exc:
             failures.append(f"restore netdev {st.host_ifname}: {exc}")
     if st.rdma_device:

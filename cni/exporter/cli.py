@@ -14,19 +14,20 @@ from pathlib import Path
 
 import click
 
-from cni.exporter.collector import RdmaCollector, node_name
+from cni.exporter.collector import node_name
 from cni.exporter.owners import KubeObjects, OwnerLabels
-from cni.exporter.server import DEFAULT_LISTEN, build_collector, serve
+from cni.exporter.server import DEFAULT_LISTEN, Render, build_collector, serve
 
 log = logging.getLogger("railyard-exporter")
 
 DEFAULT_STATE_DIR = Path("/var/lib/cni/railyard")
 
 
-def run(collector: RdmaCollector, listen: str) -> None:
-    """Serve ``collector`` on ``listen`` until SIGTERM/SIGINT."""
+def run(render: Render, listen: str) -> None:
+    """Serve ``render()`` (e.g. ``RdmaCollector.render``) as ``/metrics`` on
+    ``listen`` until SIGTERM/SIGINT."""
     try:
-        server = serve(listen, collector.render)
+        server = serve(listen, render)
     except (OSError, ValueError) as exc:
         raise click.ClickException(f"cannot listen on {listen}: {exc}") from None
     done = threading.Event()
@@ -125,7 +126,7 @@ def main(
         state_dir, node or node_name(), sysfs_root, owners=owners
     )
     try:
-        run(collector, listen)
+        run(collector.render, listen)
     finally:
         if owners is not None:
             owners.close()

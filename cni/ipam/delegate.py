@@ -39,6 +39,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from cni import timings
 from cni.errors import INVALID_CONFIG, IPAM_ERROR, TRY_AGAIN_LATER
 from cni.ipam import (
     Attachment,
@@ -251,6 +252,7 @@ class DelegateIpam:
 
     # ----------------------------------------------------- IpamClient API
 
+    @timings.timed(timings.IPAM)
     def allocate(self, req: IpamRequest) -> IpamResult:
         """ADD: run the delegate for (req.container_id, req.ifname)."""
         out = self.exec("ADD", container_id=req.container_id, ifname=req.ifname)
@@ -269,10 +271,12 @@ class DelegateIpam:
         self.last_result = result
         return to_ipam_result(result)
 
+    @timings.timed(timings.IPAM)
     def release(self, network: str, container_id: str, ifname: str) -> None:
         """DEL for the attachment; the delegate treats "nothing held" as success."""
         self.exec("DEL", container_id=container_id, ifname=ifname)
 
+    @timings.timed(timings.IPAM)
     def check(self, network: str, container_id: str, ifname: str) -> IpamResult:
         """CHECK against prevResult (in the config); returns prevResult's IPs."""
         self.exec("CHECK", container_id=container_id, ifname=ifname)

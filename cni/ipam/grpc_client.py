@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cni import timings
 from cni.errors import (
     INVALID_CONFIG,
     IPAM_ERROR,
@@ -165,6 +166,7 @@ class IpamdClient:
     def stub(self) -> Any:
         return self.ipamd.stub
 
+    @timings.timed(timings.IPAM)
     def allocate(self, req: IpamRequest) -> IpamResult:
         self._bound("allocate")
         try:
@@ -173,6 +175,7 @@ class IpamdClient:
             raise _error("allocate", err, TRY_AGAIN_LATER) from None
         return reply_to_result(reply)
 
+    @timings.timed(timings.IPAM)
     def release(self, network: str, container_id: str, ifname: str) -> None:
         self._bound("release")
         try:
@@ -180,6 +183,7 @@ class IpamdClient:
         except transport.IpamdCallError as err:
             raise _error("release", err, TRY_AGAIN_LATER) from None
 
+    @timings.timed(timings.IPAM)
     def check(self, network: str, container_id: str, ifname: str) -> IpamResult:
         self._bound("check")
         try:

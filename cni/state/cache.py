@@ -8,6 +8,12 @@ plugin process, not of the node's state dir policy.
 Atomicity: write to a temporary file in the same directory, ``fsync`` it,
 ``rename`` over the final name, then ``fsync`` the directory, so after a crash
 a record is either the old one, the new one, or absent — never truncated.
+The directory is fsynced only when the record is new: a replacement that a
+power loss undoes leaves the previous version, whole and durable (its own
+save fsynced the directory), and every earlier version of a record is a state
+DEL finishes from (a SIGKILL can stop a command right after any save). That
+saves one of the three fsyncs of an ADD (~0.2 ms on an idle disk, more on a
+busy one).
 Files are 0600 and directories 0700 (a record may hold MACs and GUIDs of other
 tenants' pods).
 
@@ -28,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cni import timings
 from cni.errors import IO_FAILURE, CniError
 
 log = logging.getLogger(__name__)
@@ -155,27 +162,35 @@ class StateCache:
         payload = json.dumps(record, indent=1, sort_keys=True).encode()
         final = self.path(container_id, ifname)
         try:
-            self._ensure_dir()
-            sweep_temps(self.dir, final.name)
-            fd, tmp = _create_temp(self.dir, final.name)
-            try:
-                with os.fdopen(fd, "wb") as f:
-                    f.write(payload)
-                    f.flush()
-                    os.fsync(f.fileno())
-                os.replace(tmp, final)
-            except BaseException:
-                try:
-                    os.unlink(tmp)
-                except FileNotFoundError:
-                    pass
-                raise
-            _fsync_dir(self.dir)
+            with timings.step(timings.RECORD_WRITE):
+                self._write(final, payload)
         except OSError as e:
             raise CniError(
                 IO_FAILURE, "failed to write state cache", f"{final}: {e}"
             ) from e
         return final
+
+    def _write(self, final: Path, payload: bytes) -> None:
+        """The temp file, its fsync, the rename; the directory's fsync for a
+        new record (see the module docstring)."""
+        self._ensure_dir()
+        sweep_temps(self.dir, final.name)
+        fd, tmp = _create_temp(self.dir, final.name)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(payload)
+                f.flush()
+                os.fsync(f.fileno())
+            replacing = os.path.exists(final)
+            os.replace(tmp, final)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+            raise
+        if not replacing:
+            _fsync_dir(self.dir)
 
     def load(self, container_id: str, ifname: str) -> dict[str, Any] | None:
         """The record's data, or None when there is none (DEL must tolerate it).
@@ -208,6 +223,10 @@ class StateCache:
         """Remove the record (and dead writers' temp files); True if one
         existed. Idempotent."""
         path = self.path(container_id, ifname)
+        with timings.step(timings.RECORD_WRITE):
+            return self._remove(path)
+
+    def _remove(self, path: Path) -> bool:
         sweep_temps(self.dir, path.name)
         try:
             path.unlink()

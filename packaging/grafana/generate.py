@@ -342,7 +342,51 @@ def node() -> Board:
         ],
         unit="s",
     )
+    attach_latency(b, n)
     return b
+
+
+def attach_latency(b: Board, sel: str) -> None:
+    """railyard-agent's attach latency (``cni.agent.metrics``): p99 of each
+    CNI command, then of each step of ADD and of DEL, and the errors."""
+    b.row("Attach latency (railyard-agent)")
+    rate = f"{RATE}))"
+    command = "railyard_cni_command_duration_seconds"
+    step = "railyard_cni_step_duration_seconds"
+    b.panel(
+        "CNI commands: p99 by plugin and command",
+        [
+            (
+                f"histogram_quantile(0.99, sum by (le, plugin, command) "
+                f"(rate({command}_bucket{{{sel}}}{rate})",
+                "{{plugin}} {{command}}",
+            )
+        ],
+        unit="s",
+    )
+    b.panel(
+        "CNI commands: errors",
+        [
+            (
+                f"sum by (plugin, command) (rate({command}_count"
+                f'{{{sel}, result="error"}}{rate}',
+                "{{plugin}} {{command}}",
+            )
+        ],
+        unit="ops",
+    )
+    for cni_command, what in (("ADD", "Attach"), ("DEL", "Detach")):
+        b.panel(
+            f"{what} latency per step ({cni_command}, p99)",
+            [
+                (
+                    f"histogram_quantile(0.99, sum by (le, step) (rate({step}_bucket"
+                    f'{{{sel}, command="{cni_command}"}}{rate})',
+                    "{{step}}",
+                )
+            ],
+            unit="s",
+        )
 
 
 def pod() -> Board:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 from railyard_sim import daemon
 
 if TYPE_CHECKING:
+    from cni.agent.metrics import Channel
     from cni.agent.server import PluginTable
 
 SOCKET_ENV = "RAILYARD_AGENT_SOCKET"
@@ -115,9 +116,16 @@ def running_pid(lab_dir: Path) -> int | None:
 
 
 def start(
-    lab_dir: Path, timeout: float = 20.0, max_workers: int = 16, spares: int = 2
+    lab_dir: Path,
+    timeout: float = 20.0,
+    max_workers: int = 16,
+    spares: int = 2,
+    metrics_listen: str = "",
 ) -> int:
-    """Start the lab's agent; return once its socket exists (it then accepts)."""
+    """Start the lab's agent; return once its socket exists (it then accepts).
+
+    ``metrics_listen`` (HOST:PORT): its /metrics, as ``railyard-agent
+    --metrics-listen`` serves them (the lab's RDMA counters, attach latency)."""
     lab_dir = Path(lab_dir).absolute()
     sock = socket_path(lab_dir)
     sock.parent.mkdir(mode=0o700, exist_ok=True)
@@ -135,6 +143,8 @@ def start(
         "--spare-workers",
         str(spares),
     ]
+    if metrics_listen:
+        cmd += ["--metrics-listen", metrics_listen]
     with open(sock.parent / LOG, "ab") as log:
         proc = subprocess.Popen(
             cmd,
@@ -187,23 +197,37 @@ def remove_files(lab_dir: Path) -> None:
         pass
 
 
+def metrics_sidecar(lab_dir: Path, listen: str, attach: Channel) -> None:
+    """The lab agent's /metrics: the lab's RDMA counters (what ``railyard-sim
+    exporter`` serves) and the agent's attach latency."""
+    from cni.agent import metrics
+    from railyard_sim.counters import NODE_NAME, sim_collector
+    from railyard_sim.lab import Lab
+
+    lab = Lab.load(lab_dir)
+    metrics.serve(listen, attach, NODE_NAME, before=[sim_collector(lab).render])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="railyard_sim.agent")
     parser.add_argument("--lab", type=Path, required=True)
     parser.add_argument("--socket", type=Path, required=True)
     parser.add_argument("--max-workers", type=int, default=16)
     parser.add_argument("--spare-workers", type=int, default=2)
+    parser.add_argument("--metrics-listen", default="", metavar="HOST:PORT")
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.INFO,
         format="%(asctime)s %(levelname)s railyard-agent (lab): %(message)s",
     )
     os.environ["GRPC_ENABLE_FORK_SUPPORT"] = "false"
+    from cni.agent.metrics import Channel
     from cni.agent.plugins import PRELOAD
     from cni.agent.server import Agent
     from cni.agent.warmup import ipamd_channels, keep_ipamd_channels
 
     lab = args.lab.absolute()
+    attach = Channel() if args.metrics_listen else None
     agent = Agent(
         sim_table(lab),
         socket_path=args.socket,
@@ -213,6 +237,12 @@ def main(argv: list[str] | None = None) -> int:
         # The lab's plugins reach its ipamd through the environment.
         prepare=ipamd_channels(daemon.client_env(lab)),
         worker_setup=keep_ipamd_channels,
+        sidecar=(
+            functools.partial(metrics_sidecar, lab, args.metrics_listen, attach)
+            if attach is not None
+            else None
+        ),
+        metrics=attach,
     )
     agent.warm()
     agent.bind()

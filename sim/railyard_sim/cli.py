@@ -70,6 +70,7 @@ def do_up(
     warm: bool = True,
     kernel_seams: frozenset[str] = frozenset(),
     shape: str = "",
+    agent_metrics: str = "",
 ) -> Lab:
     started = time.monotonic()
     try:
@@ -90,10 +91,11 @@ def do_up(
         say(f"ipamd pid {pid} on {daemon.socket_path(lab.dir)}; applying pools")
         daemon.apply_pools(lab.dir, lab.pools_file)
         if warm:
-            agent_pid = agent.start(lab.dir)
+            agent_pid = agent.start(lab.dir, metrics_listen=agent_metrics)
             say(
                 f"railyard-agent pid {agent_pid} on {agent.socket_path(lab.dir)} "
                 "(plugins run warm; --no-agent runs them directly)"
+                + (f"; /metrics on {agent_metrics}" if agent_metrics else "")
             )
     except (daemon.DaemonError, agent.AgentError, OSError) as exc:
         do_down(lab.dir)
@@ -303,6 +305,13 @@ def need_root() -> None:
     "tables real), 'rdma' uses the real RDMA netlink (devices named as the lab's "
     "must exist). Needs a kernel with netdevsim.",
 )
+@click.option(
+    "--agent-metrics",
+    default="",
+    metavar="HOST:PORT",
+    help="railyard-agent's /metrics here: attach latency per command and step, "
+    "and the lab's RDMA counters.",
+)
 def up(
     lab_dir: Path,
     rails: int | None,
@@ -312,9 +321,12 @@ def up(
     ipamd_metrics: str,
     no_agent: bool,
     kernel_seams: tuple[str, ...],
+    agent_metrics: str,
 ) -> None:
     """Build the lab, start ipamd and railyard-agent, apply the lab's pools."""
     need_root()
+    if agent_metrics and no_agent:
+        raise click.UsageError("--agent-metrics needs the agent (not --no-agent)")
     if rails is None:
         rails = len(SHAPES[shape].nics) if shape else 8
     do_up(
@@ -326,6 +338,7 @@ def up(
         warm=not no_agent,
         kernel_seams=frozenset(kernel_seams),
         shape=shape,
+        agent_metrics=agent_metrics,
     )
 
 
@@ -503,7 +516,7 @@ def exporter(lab_dir: Path, listen: str) -> None:
     from railyard_sim.counters import sim_collector
 
     setup_logging("INFO")
-    run(sim_collector(_load(lab_dir)), listen)
+    run(sim_collector(_load(lab_dir)).render, listen)
 
 
 @main.group()

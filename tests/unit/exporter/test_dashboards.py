@@ -17,7 +17,10 @@ from pathlib import Path
 
 import promql_parser as pp
 import pytest
+from prometheus_client import CollectorRegistry
 
+from cni import timings
+from cni.agent.metrics import AttachMetrics, Sample
 from ipamd.metrics import IpamdMetrics, metric_names
 from tests.doubles.rdma_node import RdmaNode
 
@@ -96,6 +99,13 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[str]]:
         for s in family.samples:
             out.setdefault(s.name, set()).update(s.labels)
     assert set(out) >= metric_names(metrics)
+    attach = CollectorRegistry()
+    AttachMetrics(attach, "node-a").observe(
+        Sample("sriov", "ADD", "success", 0.05, [(timings.MOVE, 0.01)])
+    )
+    for family in attach.collect():
+        for s in family.samples:
+            out.setdefault(s.name, set()).update(s.labels)
     return out
 
 

@@ -67,6 +67,33 @@ def test_overwrite_replaces_the_whole_record_and_leaves_no_temp_files(cache):
     assert sorted(os.listdir(cache.dir)) == ["c1-net1.json"]
 
 
+def test_a_new_record_is_durable_a_replacement_skips_the_directory_fsync(
+    cache, monkeypatch
+):
+    """A new record: its data, then its name in the directory, on disk. A
+    replacement: its data on disk before the rename, so a power loss leaves
+    the old version or the new one, both whole; not the directory again."""
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        is_dir = stat.S_ISDIR(os.fstat(fd).st_mode)
+        synced.append("dir" if is_dir else "file")
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    cache.save("c1", "net1", {"stage": "saved"})
+    assert synced == ["file", "dir"]
+    synced.clear()
+    cache.save("c1", "net1", {"stage": "attached"})
+    assert synced == ["file"]
+    assert cache.load("c1", "net1")["stage"] == "attached"
+    cache.delete("c1", "net1")
+    synced.clear()
+    cache.save("c1", "net1", {"stage": "saved"})  # new again after a DEL
+    assert synced == ["file", "dir"]
+
+
 def test_failed_write_keeps_the_old_record_and_cleans_its_temp_file(cache):
     cache.save("c1", "net1", {"a": 1})
     with pytest.raises(TypeError):
