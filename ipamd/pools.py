@@ -119,10 +119,14 @@ def _version(raw: Any, where: str) -> int | None:
         return None
     if type(raw) is int and raw in (4, 6):
         return raw
+    if raw in ("ipv4", "ipv6"):
+        # Spiderpool's RoCE guide (per-node rail pools) writes `ipVersion: ipv4`;
+        # the meaning is unambiguous, so its documents apply unchanged.
+        return int(raw[-1])
     hint = ""
     if isinstance(raw, str) and raw.strip().lower().removeprefix("ipv") in ("4", "6"):
-        # Older guides write `ipVersion: ipv4` or quote the number.
-        hint = f" (write {raw.strip()[-1]} without quotes or 'ipv')"
+        # A quoted number or another spelling: say how to write it.
+        hint = f" (write {raw.strip()[-1]} without quotes)"
     raise PoolError(
         f"{where}: invalid 'spec.ipVersion' {shown(raw)}: must be the integer 4 or "
         f"6, or absent to follow the addresses{hint}"
@@ -177,6 +181,32 @@ def _network(raw: str, strict: bool) -> IPNetwork:
     if "%" in raw:
         raise ValueError("a zone (%...) names an interface, not an address")
     return ipaddress.ip_network(raw.strip(), strict=strict)
+
+
+def _block_end(entry: str, subnet: IPNetwork) -> str:
+    """``entry`` with a range end one past ``subnet`` read as the block's last host.
+
+    Spiderpool's RoCE guide splits a /16 into /27 rail pools and ends each
+    range on the next block's first address (``172.16.1.2-172.16.1.32`` in
+    172.16.1.0/27), the last one on ``172.16.1.256``. The intent - up to the
+    end of the block - is plain, and the broadcast address is never a pod's,
+    so such an end means the address before the broadcast. Any other end
+    outside the subnet is still refused.
+    """
+    first, sep, last = entry.partition("-")
+    if not sep or subnet.version != 4 or subnet.prefixlen > 30:
+        return entry
+    past = int(subnet.broadcast_address) + 1
+    octets = last.strip().split(".")
+    one_past = last.strip() == str(ipaddress.IPv4Address(past % 2**32)) or (
+        len(octets) == 4
+        and octets[3] == "256"
+        and str(subnet.broadcast_address).endswith(".255")
+        and ".".join(octets[:3]) == str(subnet.broadcast_address).rpartition(".")[0]
+    )
+    if not one_past:
+        return entry
+    return f"{first}-{subnet.broadcast_address - 1}"
 
 
 def _intervals(
@@ -249,7 +279,12 @@ def pool_from_spec(name: str, spec: Mapping[str, Any]) -> Pool:
         raise PoolError(
             f"{where}: 'spec.subnet' {subnet_raw} is not an IPv{version} subnet"
         )
-    ips = _intervals(_strings(spec.get("ips"), "ips", where), version, "ips", where)
+    ips = _intervals(
+        [_block_end(e, subnet) for e in _strings(spec.get("ips"), "ips", where)],
+        version,
+        "ips",
+        where,
+    )
     if not ips:
         raise PoolError(f"{where}: 'spec.ips' is required")
     _unicast(ips, version, "ips", where)

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from cni.attach.allocation import Allocations
@@ -239,7 +239,8 @@ def attach(
             store.save(st)
             ahead = None
             if spec.ipam_request is not None and ipam is not None:
-                ahead = AllocationAhead.start(ipam, spec.ipam_request, rb)
+                request = _with_master(deps, spec.ipam_request, dev.pf)
+                ahead = AllocationAhead.start(ipam, request, rb)
             ctx = AttachContext(deps, spec, dev, st, rb, store)
             assert st.orig_vf is not None
             apply_pf_settings(
@@ -277,6 +278,17 @@ def attach(
     )
     result.state = st
     return result
+
+
+def _with_master(deps: Deps, request: IpamRequest, pf: str) -> IpamRequest:
+    """``request`` with the PF's host addresses when it matches the master's
+    subnet (Spiderpool's matchMasterSubnet): the PF is the VF's master, and
+    its address on this node tells ipamd which per-node pool is this rail's."""
+    if not request.match_master_subnet:
+        return request
+    return replace(
+        request, master=pf, master_addresses=tuple(deps.links.addresses(pf))
+    )
 
 
 def _reclaim(deps: Deps, store: VfRecords, spec: AttachSpec) -> None:
