@@ -78,9 +78,7 @@ def test_match_master_subnet_takes_the_pool_holding_the_pfs_address() -> None:
     ]
 
 
-def test_no_pool_holding_the_masters_subnet_names_node_master_and_candidates() -> (
-    None
-):
+def test_no_pool_holding_the_masters_subnet_names_node_master_and_candidates() -> None:
     st = guide_state()
     with pytest.raises(NotFound) as err:
         st.allocate(rail_request(2, ("10.0.0.5/24",), "node3"))
@@ -101,9 +99,7 @@ def test_several_pools_holding_the_masters_subnet_is_an_error_naming_them() -> N
     assert "node 'node1', master eno3np1" in str(err.value)
 
 
-def test_a_wildcard_matching_no_pool_for_the_node_is_an_error_naming_the_node() -> (
-    None
-):
+def test_a_wildcard_matching_no_pool_for_the_node_is_an_error_naming_the_node() -> None:
     st = guide_state()
     req = AllocateRequest(
         network="n", container_id="c", ifname="net1", node="node1",
@@ -135,7 +131,10 @@ def test_a_wildcard_skips_pools_pinned_to_other_nodes() -> None:
     with pytest.raises(NotFound, match="r1-a nodeName \\['node1'\\] excludes"):
         st.allocate(
             AllocateRequest(
-                network="n", container_id="d", ifname="net1", node="node3",
+                network="n",
+                container_id="d",
+                ifname="net1",
+                node="node3",
                 ipv4_pools=("r1-*",),
             )  # fmt: skip
         )
