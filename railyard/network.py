@@ -33,7 +33,11 @@ CNICONFIG_NAME = "cni.spidernet.io/cniconfig-name"
 RDMA_INJECT = "cni.spidernet.io/rdma-resource-inject"
 NETWORK_INJECT = "cni.spidernet.io/network-resource-inject"
 INJECT_KEYS = (RDMA_INJECT, NETWORK_INJECT)
-DEFAULT_CNI_VERSION = "0.3.1"  # Spiderpool's default, kept so NADs match its output
+# Spiderpool renders 0.3.1; multus delegates at the network's version and a
+# runtime whose multus speaks 1.1.0 refuses 0.3.1 delegates (OpenShift 4.23,
+# Calico #12965), so ours default to 1.0.0, which every current multus takes.
+# ``spec.cniVersion`` (or Spiderpool's cni-version annotation) selects another.
+DEFAULT_CNI_VERSION = "1.0.0"
 
 
 class NetworkError(ValueError):
@@ -110,6 +114,7 @@ class MultusConfig:
     disable_ipam: bool = False
     coordinator: Coordinator = Coordinator()
     chain_cni: tuple[str, ...] = ()  # chainCNIJsonData, raw JSON strings
+    spec_cni_version: str = ""  # spec.cniVersion; "" when absent
     where: str = ""
     unknown_keys: tuple[str, ...] = field(default=())
 
@@ -123,7 +128,12 @@ class MultusConfig:
 
     @property
     def cni_version(self) -> str:
-        return self.annotations.get(CNI_VERSION) or DEFAULT_CNI_VERSION
+        """spec.cniVersion, else Spiderpool's annotation, else 1.0.0."""
+        return (
+            self.spec_cni_version
+            or self.annotations.get(CNI_VERSION)
+            or DEFAULT_CNI_VERSION
+        )
 
     @property
     def conflist_name(self) -> str:
@@ -155,6 +165,7 @@ _SPEC_KEYS = set(CONFIG_BLOCKS) | {
     "coordinator",
     "chainCNIJsonData",
     "ippools",  # the guide's placement (04-inject-network.yaml)
+    "cniVersion",
 }
 _COORDINATOR_OURS = {
     "tunePodRoutes",
@@ -209,6 +220,7 @@ def parse(body: Mapping[str, Any], where: str = "") -> MultusConfig:
         disable_ipam=_bool(spec, "disableIPAM", False, "spec"),
         coordinator=_coordinator(spec.get("coordinator")),
         chain_cni=tuple(chain),
+        spec_cni_version=_str(spec, "cniVersion", "spec"),
         where=where,
         unknown_keys=tuple(sorted(set(spec) - _SPEC_KEYS)),
     )

@@ -88,9 +88,12 @@ def _annotations(net: MultusConfig) -> list[str]:
                 "63 alphanumerics, '-', '_' or '.', starting and ending with an "
                 "alphanumeric)"
             )
-    version = net.annotations.get(CNI_VERSION)
-    if version is not None and version not in SUPPORTED_CNI_VERSIONS:
-        errors.append(f"unsupported CNI version {version}")
+    for version in (net.annotations.get(CNI_VERSION), net.spec_cni_version or None):
+        if version is not None and version not in SUPPORTED_CNI_VERSIONS:
+            errors.append(
+                f"unsupported CNI version {version} (railyard renders "
+                f"{', '.join(SUPPORTED_CNI_VERSIONS)})"
+            )
     return errors
 
 

@@ -175,3 +175,15 @@ def test_08_names_its_kind_when_skipped(tmp_path: Path) -> None:
         "SriovNetworkNodePolicy (sriovnetwork.openshift.io/v1) is not railyard's: "
         "skipped"
     ]
+
+
+@pytest.mark.parametrize("version", ["0.3.1", "1.0.0", "1.1.0"])
+def test_spec_cni_version_renders_the_pinned_conflist_at_that_version(
+    version: str,
+) -> None:
+    text = seed("02-roce-pool-and-network.yaml").replace(
+        "  cniType: sriov\n", f'  cniVersion: "{version}"\n  cniType: sriov\n'
+    )
+    pinned = json.loads((GOLDEN / "02-roce-pool-and-network.conflist.json").read_text())
+    assert pinned["cniVersion"] == "1.0.0"  # the default
+    assert rendered(text).conflist == {**pinned, "cniVersion": version}

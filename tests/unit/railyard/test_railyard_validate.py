@@ -128,7 +128,33 @@ def test_cni_version_annotation(version: str, ok: bool) -> None:
     if ok:
         assert render.conflist(parse(body))["cniVersion"] == version
     else:
-        assert errors(body) == [f"unsupported CNI version {version}"]
+        assert errors(body) == [
+            f"unsupported CNI version {version} (railyard renders "
+            "0.3.0, 0.3.1, 0.4.0, 1.0.0, 1.1.0)"
+        ]
+
+
+@pytest.mark.parametrize("version", ["0.3.1", "1.0.0", "1.1.0"])
+def test_spec_cni_version_selects_the_rendered_version(version: str) -> None:
+    body = smc(sriov())
+    body["spec"]["cniVersion"] = version
+    assert errors(body) == []
+    assert render.conflist(parse(body))["cniVersion"] == version
+
+
+def test_rendered_networks_default_to_cni_1_0_0() -> None:
+    assert render.conflist(parse(smc(sriov())))["cniVersion"] == "1.0.0"
+
+
+def test_spec_cni_version_wins_over_the_annotation_and_is_validated() -> None:
+    body = smc(sriov(), **{"multus.spidernet.io/cni-version": "0.3.1"})
+    body["spec"]["cniVersion"] = "1.1.0"
+    assert render.conflist(parse(body))["cniVersion"] == "1.1.0"
+    body["spec"]["cniVersion"] = "2.0.0"
+    assert errors(body) == [
+        "unsupported CNI version 2.0.0 (railyard renders "
+        "0.3.0, 0.3.1, 0.4.0, 1.0.0, 1.1.0)"
+    ]
 
 
 def test_custom_nad_name_must_be_a_dns_subdomain() -> None:
