@@ -163,3 +163,10 @@ def detection_window(data: Mapping[str, Any]) -> float:
             f"detectionWindowMs {value} invalid: must be 10-{int(MAX_WINDOW * 1000)}"
         )
     return value / 1000
+
+
+def tune_rail_sysctls(data: Mapping[str, Any]) -> bool:
+    """``tuneRailSysctls`` (default true): ARP and reverse-path settings on the
+    pod NIC (``cni.attach.routing.RAIL_SYSCTLS``); false leaves the pod's own."""
+    value: bool | None = json_value(data, "tuneRailSysctls", bool, "bool")
+    return True if value is None else value

@@ -59,6 +59,7 @@ from cni.attach.routing import (
     keep_old_default_nic,
     plan_routing,
     remove_routing,
+    tune_rail_sysctls,
 )
 from cni.attach.teardown import PodSide, find_pod_side, is_the_vf
 from cni.errors import (
@@ -107,6 +108,7 @@ class RoutingPolicy:
     table: int | None = None  # [routeTable]
     priority: int = DEFAULT_RULE_PRIORITY  # [rulePriority]
     default_route_nic: str = ""  # [podDefaultRouteNIC]
+    rail_sysctls: bool = True  # [tuneRailSysctls]
 
 
 @dataclass(frozen=True, slots=True)
@@ -416,6 +418,8 @@ def _attach_ip(
     store.save(st)
     if st.dpdk:
         return  # DPDK: reported, not configured (sriov-cni)
+    if spec.routing.rail_sysctls:
+        tune_rail_sysctls(deps.links, spec.ifname, spec.netns)
     add_addresses(deps.links, spec.ifname, spec.netns, st.addresses, rb)
     # The detection window runs beside the routing work, which does not depend
     # on its verdict; a failed check unwinds the routes with everything else.

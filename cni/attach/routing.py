@@ -204,6 +204,43 @@ def _unique(routes: list[RouteSpec]) -> list[RouteSpec]:
     return out
 
 
+#: Per-NIC IPv4 settings that keep a rail's traffic on the NIC whose address
+#: it carries when several NICs of the pod share one L2 segment (VFs of one PF,
+#: a flat RoCE fabric): answer ARP only for the NIC's own addresses
+#: (arp_ignore=1) and announce from the address of the NIC a packet leaves by
+#: (arp_announce=2), so a peer never learns net1's MAC for net2's address and
+#: sends net2's RoCE traffic to net1's HCA ("ARP flux"). rp_filter=2 (loose):
+#: with per-NIC source rules a reply may legitimately arrive on one NIC for a
+#: flow whose route back is another's table; strict mode would drop it. The
+#: kernel uses the larger of ``all`` and the NIC's value for all three, so the
+#: NIC's setting holds whatever the pod's ``all`` says (unless stricter). A VF
+#: taken back to the host gets the host's defaults again (the settings are per
+#: netns), so DEL has nothing to undo.
+RAIL_SYSCTLS = (("arp_ignore", "1"), ("arp_announce", "2"), ("rp_filter", "2"))
+
+
+def tune_rail_sysctls(links: Links, ifname: str, netns: str) -> None:
+    """``RAIL_SYSCTLS`` on the pod NIC, before it has an address.
+
+    A refusal is logged, not fatal (as sriov-cni's own pod sysctls): the NIC
+    works, and conflict detection ignores the pod's own NICs either way; only
+    a peer may then learn another rail's MAC for this NIC's address.
+    """
+    for key, value in RAIL_SYSCTLS:
+        try:
+            links.set_sysctl(f"net/ipv4/conf/{ifname}/{key}", value, netns)
+        except (KernelError, OSError) as exc:
+            log.warning(
+                "%s=%s on %s in %s failed (%s): peers on a shared segment may "
+                "send this NIC's traffic to another NIC of the pod",
+                key,
+                value,
+                ifname,
+                netns,
+                exc,
+            )
+
+
 def add_addresses(
     links: Links, ifname: str, netns: str, addresses: Sequence[str], rb: Rollback
 ) -> None:

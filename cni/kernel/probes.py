@@ -12,6 +12,12 @@ up to ``interval`` seconds of listening.
 
 - IPv4 conflict: RFC 5227 probe (ARP request, sender IP 0.0.0.0, target the pod
   IP); any ARP from another MAC whose *sender* IP is the pod IP means "in use".
+  "Another" is any MAC not of a link in the pod's netns: several NICs of one
+  pod may share an L2 segment (VFs of one PF, a flat fabric), and one whose
+  ``arp_ignore`` is 0 answers for its neighbour's address - the pod itself,
+  not an owner elsewhere. Ignoring the pod's MACs, rather than probing before
+  the address is configured, keeps the window overlapped with the routing
+  work (the routes' source address needs the address on the NIC).
 - IPv4 gateway: ARP request from the pod IP to the gateway; a reply from the gateway.
 - IPv6 conflict: a DAD-style NS (source ::, to the target's solicited-node group);
   an NA for the target from another MAC means "in use" (Linux answers a DAD NS
@@ -245,6 +251,25 @@ class _Link:
     sock: socket.socket
     mac: bytes
     hwtype: int
+    #: The MACs of every link in the netns the socket was opened in, ours too.
+    #: Answers from them are the pod's own kernel (with ``arp_ignore=0`` a NIC
+    #: answers for an address of another NIC on the same segment), never
+    #: another host holding the address.
+    netns_macs: frozenset[str] = frozenset()
+
+
+def _netns_macs(sock: socket.socket) -> frozenset[str]:
+    """The hardware addresses of the calling thread's netns' links (ioctls on
+    ``sock``; a link that vanished meanwhile is skipped)."""
+    macs = set()
+    for _index, name in socket.if_nameindex():
+        try:
+            hw = fcntl.ioctl(sock, SIOCGIFHWADDR, struct.pack("16s16x", name.encode()))
+        except OSError:
+            continue
+        macs.add(mac_str(hw[18:24]))
+    macs.discard(mac_str(ZERO_MAC))
+    return frozenset(macs)
 
 
 def _open_link(ifname: str, proto: int) -> _Link:
@@ -264,7 +289,7 @@ def _open_link(ifname: str, proto: int) -> _Link:
     except BaseException:
         sock.close()
         raise
-    return _Link(sock, hw[18:24], struct.unpack("H", hw[16:18])[0])
+    return _Link(sock, hw[18:24], struct.unpack("H", hw[16:18])[0], _netns_macs(sock))
 
 
 def _close_in_background(sock: socket.socket) -> None:
@@ -337,7 +362,7 @@ class _Probe:
     gateway: bool
     wanted: str  # the IP whose owner must answer
     frame: bytes
-    own: str  # our MAC: answers from it are our own kernel's
+    own: frozenset[str]  # the pod's MACs: answers from them are its own kernel's
     sent: int = 0
     window_end: float = 0.0
     done: bool = False
@@ -346,7 +371,7 @@ class _Probe:
     def matches(self, raw: bytes) -> ProbeAnswer | None:
         if self.proto == ETH_P_ARP:
             arp = parse_arp(raw)
-            if arp is None or arp.spa != self.wanted or arp.sha == self.own:
+            if arp is None or arp.spa != self.wanted or arp.sha in self.own:
                 return None
             # A gateway must reply; for a conflict, RFC 5227 2.1.1 counts any ARP
             # (request or reply) sent from the probed address.
@@ -354,7 +379,7 @@ class _Probe:
                 return None
             return ProbeAnswer(ip=self.wanted, mac=arp.sha)
         na = parse_na(raw)
-        if na is None or na.target != self.wanted or na.mac == self.own:
+        if na is None or na.target != self.wanted or na.mac in self.own:
             return None
         return ProbeAnswer(ip=self.wanted, mac=na.mac)
 
@@ -364,7 +389,7 @@ def _proto_of(ip: str) -> int:
 
 
 def _conflict_probe(link: _Link, ip: str) -> _Probe:
-    own = mac_str(link.mac)
+    own = link.netns_macs | {mac_str(link.mac)}
     if _proto_of(ip) == ETH_P_ARP:
         # RFC 5227 probe: sender IP 0.0.0.0 so nobody's cache learns us.
         body = arp_packet(ARPOP_REQUEST, link.mac, "0.0.0.0", ZERO_MAC, ip)
@@ -378,7 +403,7 @@ def _conflict_probe(link: _Link, ip: str) -> _Probe:
 
 
 def _gateway_probe(link: _Link, ip: str, gateway: str) -> _Probe:
-    own = mac_str(link.mac)
+    own = link.netns_macs | {mac_str(link.mac)}
     if _proto_of(gateway) == ETH_P_ARP:
         body = arp_packet(ARPOP_REQUEST, link.mac, ip, ZERO_MAC, gateway)
         frame = ethernet(BROADCAST, link.mac, ETH_P_ARP, body)
