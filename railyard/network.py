@@ -95,6 +95,7 @@ class Coordinator:
     tx_queue_len: int = 0
     veth_link_address: str = ""
     veth_mtu: int | None = None
+    hijack_cidr: tuple[str, ...] = ()  # routed via eth0 from every rail
     ignored: tuple[str, ...] = ()
 
 
@@ -175,6 +176,7 @@ _COORDINATOR_OURS = {
     "txQueueLen",
     "vethLinkAddress",
     "vethMTU",
+    "hijackCIDR",
 }
 
 
@@ -298,6 +300,7 @@ def _coordinator(raw: Any) -> Coordinator:
         tx_queue_len=_int(data, "txQueueLen", where),
         veth_link_address=_str(data, "vethLinkAddress", where),
         veth_mtu=None if veth_mtu is None else _int(data, "vethMTU", where),
+        hijack_cidr=_names(data.get("hijackCIDR"), f"{where}.hijackCIDR"),
         ignored=ignored,
     )
 

@@ -204,4 +204,9 @@ def _coordinator(net: MultusConfig) -> list[str]:
             errors.append("vethLinkAddress is an invalid IP address")
     if coordinator.veth_mtu is not None and coordinator.veth_mtu <= 0:
         errors.append("vethMTU must be greater than 0")
+    for cidr in coordinator.hijack_cidr:
+        try:
+            ipaddress.ip_network(cidr, strict=False)
+        except ValueError:
+            errors.append(f"hijackCIDR {cidr!r} is not a CIDR")
     return errors

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
-from cni.attach.conf import detection_window, tune_rail_sysctls
+from cni.attach.conf import cluster_cidrs, detection_window, tune_rail_sysctls
 from cni.attach.detection import DetectionPolicy
 from cni.attach.ipam_glue import IpamConf, ipam_request
 from cni.attach.lifecycle import AttachSpec, RoutingPolicy, check
@@ -99,6 +99,7 @@ def attach_spec(
             priority=conf.rule_priority,
             default_route_nic=conf.pod_default_route_nic,
             rail_sysctls=tune_rail_sysctls(conf.raw),
+            cluster_cidrs=cluster_cidrs(conf.raw),
         ),
         rdma_isolation=conf.rdma_isolation,
         pod_namespace=args.cni_args.k8s_pod_namespace,

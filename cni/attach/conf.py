@@ -170,3 +170,22 @@ def tune_rail_sysctls(data: Mapping[str, Any]) -> bool:
     pod NIC (``cni.attach.routing.RAIL_SYSCTLS``); false leaves the pod's own."""
     value: bool | None = json_value(data, "tuneRailSysctls", bool, "bool")
     return True if value is None else value
+
+
+def cluster_cidrs(data: Mapping[str, Any]) -> tuple[str, ...]:
+    """``hijackCIDR`` (Spiderpool's coordinator key): the cluster's service and
+    pod CIDRs, routed via eth0's gateway from every rail (``cni.attach.
+    routing.with_cluster_routes``). Each entry a CIDR, IPv4 or IPv6."""
+    import ipaddress
+
+    value = json_value(data, "hijackCIDR", list, "[]string")
+    out = []
+    for entry in value or []:
+        try:
+            out.append(str(ipaddress.ip_network(entry, strict=False)))
+        except (TypeError, ValueError):
+            raise config_error(
+                f"hijackCIDR entry {json.dumps(entry)} invalid: must be a CIDR",
+                "e.g. 10.96.0.0/12 (the service CIDR) or 10.244.0.0/16 (pods)",
+            ) from None
+    return tuple(out)

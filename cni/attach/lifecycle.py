@@ -59,7 +59,9 @@ from cni.attach.routing import (
     keep_old_default_nic,
     plan_routing,
     remove_routing,
+    require_default_route_nic,
     tune_rail_sysctls,
+    with_cluster_routes,
 )
 from cni.attach.teardown import PodSide, find_pod_side, is_the_vf
 from cni.errors import (
@@ -109,6 +111,7 @@ class RoutingPolicy:
     priority: int = DEFAULT_RULE_PRIORITY  # [rulePriority]
     default_route_nic: str = ""  # [podDefaultRouteNIC]
     rail_sysctls: bool = True  # [tuneRailSysctls]
+    cluster_cidrs: tuple[str, ...] = ()  # [hijackCIDR]: via eth0 in every table
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,6 +188,10 @@ def attach(
     allocations = Allocations(deps.state_dir)
     with Locks(deps.state_dir).lock(spec.pci):
         allocations.check(spec.pci, spec.netns, deps.netns)
+        if spec.routing.enabled:
+            require_default_route_nic(
+                deps.links, spec.netns, spec.ifname, spec.routing.default_route_nic
+            )
         _reclaim(deps, store, spec)
         dev = resolve_vf(deps.sysfs, spec.pci)
         host: LinkInfo | None = None
@@ -412,6 +419,13 @@ def _attach_ip(
             plan = keep_old_default_nic(
                 deps.links, spec.netns, plan, spec.routing.priority, used
             )
+        plan = with_cluster_routes(
+            deps.links,
+            spec.netns,
+            plan,
+            spec.routing.cluster_cidrs,
+            spec.routing.default_route_nic == spec.ifname,
+        )
         # Recorded before they exist, so a crash half-way still lets DEL clean up.
         st.table, st.rules, st.routes = table, list(plan.rules), list(plan.routes)
         st.routes.extend(plan.main_defaults)

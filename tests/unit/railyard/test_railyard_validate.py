@@ -220,6 +220,7 @@ def test_coordinator_settings_become_our_plugin_keys() -> None:
                 "tunePodRoutes": False,
                 "detectGateway": False,
                 "hijackCIDR": ["10.0.0.0/8"],
+                "podMACPrefix": "0a:1b",
             },
             "chainCNIJsonData": ['{"type":"sbr"}'],
         }
@@ -232,7 +233,13 @@ def test_coordinator_settings_become_our_plugin_keys() -> None:
     assert main["policyRouting"] is False
     assert main["detectGateway"] is False
     assert "detectIPConflict" not in main  # unset: our plugin's default
-    assert net.coordinator.ignored == ("hijackCIDR",)
+    assert main["hijackCIDR"] == ["10.0.0.0/8"]
+    assert net.coordinator.ignored == ("podMACPrefix",)
+
+
+def test_hijack_cidr_entries_must_be_cidrs() -> None:
+    body = smc({**sriov(), "coordinator": {"hijackCIDR": ["10.96.0.0/12", "svc"]}})
+    assert errors(body) == ["hijackCIDR 'svc' is not a CIDR"]
 
 
 def test_disabled_coordinator_turns_policy_routing_off() -> None:
