@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import os
 import socket
-from dataclasses import replace
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 
