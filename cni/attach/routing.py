@@ -30,7 +30,13 @@ Decisions (README "Policy routing"):
   one back. The NIC that loses it (eth0) gets what Spiderpool's coordinator
   gives it: its old default route in a table of its own (``preferred_table``
   of its name) and a source rule for each of its addresses, so replies from
-  eth0's address still leave through eth0. DEL removes both.
+  eth0's address still leave through eth0. DEL removes both. The route keeps
+  every attribute (onlink above all: Calico's ``default via 169.254.1.1 dev
+  eth0 onlink`` is refused without it), and main's routes through the same
+  gateway come along; DEL restores main exactly.
+- The cluster's CIDRs (``hijackCIDR``) go via eth0's gateway into every
+  rail's table, and into main when a rail takes the default route.
+- Several rails on one L2 segment: ``RAIL_SYSCTLS`` on each NIC.
 """
 
 from __future__ import annotations
