@@ -20,10 +20,9 @@ import yaml
 from cni import version as cni_version
 from railyard import render
 from railyard.network import parse
-from railyard_sim import agent
 from railyard_sim.lab import Lab
 from railyard_sim.runtime import Attachment
-from tests.doubles.lab_ipamd import lab_with_ipamd, warm_runtime
+from tests.doubles.lab_ipamd import lab_with_agent, warm_runtime
 from tests.doubles.sriov_lab import addresses, link
 
 pytestmark = pytest.mark.integration
@@ -34,12 +33,8 @@ SEED = Path(__file__).resolve().parents[2] / "unit" / "railyard" / "seed"
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     root = tmp_path_factory.mktemp("i22versions")
-    with lab_with_ipamd(root, rails=1, vfs_per_pf=1) as built:
-        agent.start(built.dir, spares=1)
-        try:
-            yield built
-        finally:
-            agent.stop(built.dir)
+    with lab_with_agent(root, rails=1, vfs_per_pf=1) as built:
+        yield built
 
 
 def guide_network_at(version: str | None) -> dict:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,10 +21,9 @@ from typing import Any
 import pytest
 
 from cni.errors import INVALID_CONFIG
-from railyard_sim import agent, daemon
 from railyard_sim.lab import Lab
 from railyard_sim.runtime import Attachment, PluginError
-from tests.doubles.lab_ipamd import lab_with_ipamd, warm_runtime
+from tests.doubles.lab_ipamd import allocations, lab_with_agent, warm_runtime
 from tests.doubles.sriov_lab import addresses, link
 
 pytestmark = pytest.mark.integration
@@ -39,12 +37,8 @@ GATEWAY = "169.254.1.1"
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     root = tmp_path_factory.mktemp("i22routes")
-    with lab_with_ipamd(root, rails=2, vfs_per_pf=1) as built:
-        agent.start(built.dir, spares=1)
-        try:
-            yield built
-        finally:
-            agent.stop(built.dir)
+    with lab_with_agent(root, rails=2, vfs_per_pf=1) as built:
+        yield built
 
 
 def ip(netns: str, *args: str) -> str:
@@ -175,9 +169,4 @@ def test_a_default_route_nic_no_nic_of_the_pod_takes_is_refused(
     rt.delete(conf, att)
     assert link(lab.rail(1).vfs[0].netdev) is not None  # never left the host
     assert route_view(pod) == before
-    alloc = subprocess.run(
-        ["ipamd", "alloc", "list", "--json"], capture_output=True, text=True,
-        env={"PATH": str(Path(sys.executable).parent),
-             **daemon.client_env(lab.dir)},
-    )  # fmt: skip
-    assert json.loads(alloc.stdout) == []
+    assert allocations(lab) == []

@@ -10,9 +10,7 @@ ipamd; the peer is the fabric's bridge (the rail's gateway), which asks
 
 from __future__ import annotations
 
-import json
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,11 +18,10 @@ from typing import Any
 import pytest
 
 from cni.errors import IP_CONFLICT
-from railyard_sim import agent, daemon
 from railyard_sim.lab import Lab
 from railyard_sim.runtime import Attachment, PluginError, Runtime
 from tests.doubles.arp_peer import who_has
-from tests.doubles.lab_ipamd import lab_with_ipamd, warm_runtime
+from tests.doubles.lab_ipamd import allocations, lab_with_agent, warm_runtime
 from tests.doubles.sriov_lab import addresses, link
 
 pytestmark = pytest.mark.integration
@@ -35,12 +32,8 @@ NICS = 8
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     root = tmp_path_factory.mktemp("i22segment")
-    with lab_with_ipamd(root, rails=1, vfs_per_pf=NICS + 1) as built:
-        agent.start(built.dir, spares=1)
-        try:
-            yield built
-        finally:
-            agent.stop(built.dir)
+    with lab_with_agent(root, rails=1, vfs_per_pf=NICS + 1) as built:
+        yield built
 
 
 def nic_conf(lab: Lab, index: int, **extra: Any) -> dict[str, Any]:
@@ -67,15 +60,6 @@ def host_view(lab: Lab) -> list[tuple[Any, ...]]:
         )
         out.append((vf.netdev, got["address"], got["mtu"], got["operstate"], sysctls))
     return out
-
-
-def allocations(lab: Lab) -> list[Any]:
-    proc = subprocess.run(
-        [sys.executable, "-m", "ipamd", "alloc", "list", "--json"],
-        capture_output=True, text=True, check=True,
-        env={"PATH": "/usr/bin:/bin", **daemon.client_env(lab.dir)},
-    )  # fmt: skip
-    return json.loads(proc.stdout)
 
 
 class Pod:
