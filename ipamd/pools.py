@@ -244,6 +244,44 @@ _POOL_KEYS = {
 _SELECTOR_KEYS = {"podAffinity", "nodeAffinity", "namespaceAffinity"}
 
 
+#: The well-known node label whose value is the node's name.
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+
+
+def _hostnames(selector: Any) -> tuple[str, ...] | None:
+    """The node names a ``nodeAffinity`` selector that only names nodes by
+    ``kubernetes.io/hostname`` stands for (``matchLabels`` with that one key,
+    or ``matchExpressions`` of that key with operator ``In``), as per-node
+    pools pin themselves; None for any other selector, which would need the
+    node's labels (ipamd has no Kubernetes API)."""
+    if not isinstance(selector, Mapping) or not selector:
+        return None
+    if set(selector) - {"matchLabels", "matchExpressions"}:
+        return None
+    names: list[str] = []
+    labels = selector.get("matchLabels") or {}
+    if not isinstance(labels, Mapping) or set(labels) - {HOSTNAME_LABEL}:
+        return None
+    if labels:
+        names.append(str(labels[HOSTNAME_LABEL]))
+    exprs = selector.get("matchExpressions") or []
+    if not isinstance(exprs, list):
+        return None
+    for expr in exprs:
+        if (
+            not isinstance(expr, Mapping)
+            or expr.get("key") != HOSTNAME_LABEL
+            or expr.get("operator") != "In"
+            or not isinstance(expr.get("values"), list)
+            or not all(isinstance(v, str) for v in expr["values"])
+        ):
+            return None
+        names += expr["values"]
+    if labels and exprs:
+        return None  # both at once: not the shape per-node pools take
+    return tuple(names) if names else None
+
+
 def pool_from_spec(name: str, spec: Mapping[str, Any]) -> Pool:
     """Build and self-validate a pool from a SpiderIPPool ``spec`` mapping."""
     where = f"SpiderIPPool {name}"
@@ -253,6 +291,8 @@ def pool_from_spec(name: str, spec: Mapping[str, Any]) -> Pool:
     for key in spec:
         if not isinstance(key, str):
             raise PoolError(f"{where}: unknown field 'spec.{shown(key)[1:-1]}'")
+        if key == "nodeAffinity" and _hostnames(spec[key]) is not None:
+            continue
         if key in _SELECTOR_KEYS:
             raise PoolError(
                 f"{where}: 'spec.{key}' (a label selector) is not supported by "
@@ -342,7 +382,8 @@ def pool_from_spec(name: str, spec: Mapping[str, Any]) -> Pool:
         routes=routes,
         default=_bool(spec.get("default"), "default", where),
         disable=_bool(spec.get("disable"), "disable", where),
-        node_name=_strings(spec.get("nodeName"), "nodeName", where),
+        node_name=_strings(spec.get("nodeName"), "nodeName", where)
+        + (_hostnames(spec.get("nodeAffinity")) or ()),
         namespace_name=_strings(spec.get("namespaceName"), "namespaceName", where),
         multus_name=_strings(spec.get("multusName"), "multusName", where),
         usable=tuple(usable),

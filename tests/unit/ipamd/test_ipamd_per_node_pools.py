@@ -138,3 +138,38 @@ def test_a_wildcard_skips_pools_pinned_to_other_nodes() -> None:
                 ipv4_pools=("r1-*",),
             )  # fmt: skip
         )
+
+
+@pytest.mark.parametrize(
+    "affinity",
+    [
+        {"matchLabels": {"kubernetes.io/hostname": "node2"}},
+        {
+            "matchExpressions": [
+                {"key": "kubernetes.io/hostname", "operator": "In",
+                 "values": ["node2", "node3"]}
+            ]
+        },
+    ],
+)  # fmt: skip
+def test_a_node_affinity_naming_hostnames_pins_the_pool_to_those_nodes(
+    affinity: dict,
+) -> None:
+    pool = pool_from_spec(
+        "r1-node2",
+        {
+            "subnet": "10.2.0.0/24",
+            "ips": ["10.2.0.1-10.2.0.9"],
+            "nodeAffinity": affinity,
+        },
+    )
+    assert "node2" in pool.node_name and "node1" not in pool.node_name
+
+
+def test_a_node_affinity_on_other_labels_is_still_refused() -> None:
+    with pytest.raises(PoolError, match="nodeAffinity.*not supported"):
+        pool_from_spec(
+            "p",
+            {"subnet": "10.2.0.0/24", "ips": ["10.2.0.1"],
+             "nodeAffinity": {"matchLabels": {"rail": "1"}}},
+        )  # fmt: skip
