@@ -4,7 +4,9 @@
 An 8-NIC pod is attached NIC after NIC in-process (the sriov plugin's
 production code with the lab's dependencies and an in-memory IPAM, as the
 integration tests run it), once with detection on and once off, ``--runs``
-times; the cost per NIC is the difference of the two medians over 8. Two
+times; the cost per NIC is the difference of the two medians over 8 (it
+overlaps the routing work, so this is what it adds to an ADD); then
+``detect()`` alone is timed on each NIC of such a pod. Two
 layouts: eight rails (one VF each: every NIC on its own segment) and, with
 ``--shared``, one rail whose eight VFs share one segment (several NICs of
 one pod on one L2), which the code before issue 22 refuses (code 102).
@@ -53,6 +55,41 @@ def pod_add_ms(h: Harness, shared: bool, detect: bool, run: int) -> float:
     return took
 
 
+def detect_ms(h: Harness, shared: bool, calls: int) -> list[float]:
+    """``detect()`` alone (conflict + gateway probes, as ADD runs them) on
+    each NIC of an 8-NIC pod attached with detection off: ``calls`` times per
+    NIC, each call's wall time."""
+    from cni.attach.detection import DetectionPolicy, detect
+    from cni.ipam import IpamAddress
+
+    pod = h.pod()
+    funcs = h.funcs(commands)
+    off = {"detectIPConflict": False, "detectGateway": False}
+    confs = [
+        h.conf(rail=1, index=i, **off) if shared else h.conf(rail=i + 1, **off)
+        for i in range(NICS)
+    ]
+    results = [
+        funcs.add(h.args("ADD", conf, pod, f"net{i + 1}", "bd"))
+        for i, conf in enumerate(confs)
+    ]
+    deps = h.deps()
+    took = []
+    for _ in range(calls):
+        for i, result in enumerate(results):
+            ips = [
+                IpamAddress(str(ip.address), str(ip.gateway) if ip.gateway else None)
+                for ip in result.ips
+            ]
+            start = time.perf_counter()
+            detect(deps.probes, f"net{i + 1}", pod, ips, DetectionPolicy())
+            took.append((time.perf_counter() - start) * 1000)
+    for i, conf in reversed(list(enumerate(confs))):
+        funcs.del_(h.args("DEL", conf, pod, f"net{i + 1}", "bd"))
+    subprocess.run(["ip", "netns", "del", Path(pod).name], check=True)
+    return took
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=9)
@@ -66,10 +103,13 @@ def main() -> int:
             for run in range(opts.runs):
                 for detect in (False, True):
                     times[detect].append(pod_add_ms(h, opts.shared, detect, run))
+            alone = detect_ms(h, opts.shared, opts.runs)
     on, off = (statistics.median(times[d]) for d in (True, False))
     layout = "one shared segment" if opts.shared else "eight rails"
     print(f"{layout}, {opts.runs} runs: 8-NIC ADD detection off {off:.0f} ms, on "
           f"{on:.0f} ms; detection per NIC {(on - off) / NICS:.1f} ms")  # fmt: skip
+    print(f"detect() alone, {len(alone)} calls: median {statistics.median(alone):.1f}"
+          f" ms per NIC (min {min(alone):.1f})")  # fmt: skip
     end = os.getloadavg()
     print(f"load average {load[0]:.2f} at the start, {end[0]:.2f} at the end")
     return 0
