@@ -2,6 +2,7 @@
 """``railyard-sim``: build the simulated host, attach a pod to its rails, tear down.
 
     railyard-sim up [--lab DIR] [--rails 8] [--ib-rails 0] [--vfs-per-pf 2]
+                    [--rail-subnet CIDR ...]
     railyard-sim pod NAME [--nics 8] [--rdma] [--ipv6]
     railyard-sim show NAME
     railyard-sim unpod NAME
@@ -66,6 +67,7 @@ def do_up(
     vfs_per_pf: int,
     metrics_listen: str = "",
     warm: bool = True,
+    rail_subnets: tuple[str, ...] = (),
 ) -> Lab:
     started = time.monotonic()
     try:
@@ -75,6 +77,7 @@ def do_up(
             vfs_per_pf=vfs_per_pf,
             ib_rails=ib_rails,
             progress=True,
+            rail_subnets=rail_subnets,
         )
     except (LabError, ValueError, OSError) as exc:
         raise Failed(f"up: {exc}") from exc
@@ -280,6 +283,14 @@ def need_root() -> None:
     is_flag=True,
     help="Do not start railyard-agent: every plugin call runs directly.",
 )
+@click.option(
+    "--rail-subnet",
+    "rail_subnets",
+    multiple=True,
+    help="This node's IPv4 subnet of each RoCE rail, in order (one per rail): "
+    "the rail's gateway is its first address, its PF holds the last host one "
+    "(per-node rail subnets, matchMasterSubnet).",
+)
 def up(
     lab_dir: Path,
     rails: int,
@@ -287,10 +298,19 @@ def up(
     vfs_per_pf: int,
     ipamd_metrics: str,
     no_agent: bool,
+    rail_subnets: tuple[str, ...],
 ) -> None:
     """Build the lab, start ipamd and railyard-agent, apply the lab's pools."""
     need_root()
-    do_up(lab_dir, rails, ib_rails, vfs_per_pf, ipamd_metrics, warm=not no_agent)
+    do_up(
+        lab_dir,
+        rails,
+        ib_rails,
+        vfs_per_pf,
+        ipamd_metrics,
+        warm=not no_agent,
+        rail_subnets=rail_subnets,
+    )
 
 
 pod_options: list[Callable[[F], F]] = [
