@@ -247,6 +247,30 @@ def detection_window(data: Data) -> float:
     return value / 1000
 
 
+def tune_rail_sysctls(data: Data) -> bool:
+    """``tuneRailSysctls`` (default true): ARP and reverse-path settings on the
+    pod NIC (``cni.attach.routing.RAIL_SYSCTLS``); false leaves the pod's own."""
+    return flag(data, "tuneRailSysctls", True)
+
+
+def cluster_cidrs(data: Data) -> tuple[str, ...]:
+    """``hijackCIDR`` (Spiderpool's coordinator key): the cluster's service and
+    pod CIDRs, routed via eth0's gateway from every rail (``cni.attach.
+    routing.with_cluster_routes``); each a CIDR, IPv4 or IPv6."""
+    import ipaddress
+
+    out = []
+    for entry in str_list(data, "hijackCIDR"):
+        try:
+            out.append(str(ipaddress.ip_network(entry, strict=False)))
+        except ValueError:
+            raise config_error(
+                f"hijackCIDR entry {entry!r} invalid: must be a CIDR",
+                "e.g. 10.96.0.0/12 (the service CIDR) or 10.244.0.0/16 (pods)",
+            ) from None
+    return tuple(out)
+
+
 # -------------------------------------------------------- value validators
 
 #: A full PCI function address, DDDD:BB:DD.F ("0000:af:00.2"): the one

@@ -19,6 +19,7 @@ address in range order; idempotent per (container ID, ifname).
 
 from __future__ import annotations
 
+import fnmatch
 import ipaddress
 import socket
 import time
@@ -61,6 +62,11 @@ class AllocateRequest:
     ipv6_pools: tuple[str, ...] = ()
     requested_ips: tuple[str, ...] = ()
     sticky: bool = False
+    # Spiderpool's matchMasterSubnet: of the candidate pools, the one whose
+    # subnet holds an address of the VF's PF ("master") on this node.
+    match_master_subnet: bool = False
+    master: str = ""
+    master_addresses: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,7 +246,14 @@ class AllocState:
             except ValueError as exc:
                 raise InvalidRequest(f"invalid requested IP {text!r}: {exc}") from None
             requested[addr.version].append(int(addr))
-        names = {4: list(req.ipv4_pools), 6: list(req.ipv6_pools)}
+        names = {
+            4: self._expand(req.ipv4_pools, 4, req),
+            6: self._expand(req.ipv6_pools, 6, req),
+        }
+        if req.match_master_subnet:
+            for version in (4, 6):
+                if names[version]:
+                    names[version] = [self._master_pool(names[version], version, req)]
         for version, given in names.items():
             for name in given:
                 pool = self.pools.get(name)
@@ -277,6 +290,79 @@ class AllocState:
                 "(set default_ipv4_ippool/default_ipv6_ippool)"
             )
         return wanted
+
+    def _expand(
+        self, given: tuple[str, ...], version: int, req: AllocateRequest
+    ) -> list[str]:
+        """Pool names with each wildcard (``eno3np1-rail1*``) replaced by the
+        pools of ``version`` it matches that may serve this node, by name.
+
+        A wildcard is how one network serves per-node pools (Spiderpool's
+        RoCE guide, Solution 2); one that leaves no pool for this node is an
+        error naming the node, rather than an empty list that would fall back
+        to the default pools.
+        """
+        out: list[str] = []
+        for name in given:
+            if not any(c in name for c in "*?["):
+                out.append(name)
+                continue
+            matched = sorted(
+                p.name
+                for p in self.pools.values()
+                if p.version == version and fnmatch.fnmatchcase(p.name, name)
+            )
+            fit = [n for n in matched if self._unfit(self.pools[n], req) is None]
+            if not fit:
+                raise NotFound(
+                    f"no IPv{version} IPPool matching {name!r} may serve node "
+                    f"{req.node!r}"
+                    + (
+                        f" (matched {', '.join(matched)}: "
+                        + "; ".join(
+                            f"{n} {self._unfit(self.pools[n], req)}" for n in matched
+                        )
+                        + ")"
+                        if matched
+                        else ""
+                    )
+                )
+            out += [n for n in fit if n not in out]
+        return out
+
+    def _master_pool(self, names: list[str], version: int, req: AllocateRequest) -> str:
+        """matchMasterSubnet: the one candidate whose subnet holds an address
+        of the master (the VF's PF) on this node; an error naming the node,
+        the master and the candidates when none or several do."""
+        addrs = []
+        for text in req.master_addresses:
+            try:
+                addrs.append(ipaddress.ip_interface(text).ip)
+            except ValueError:
+                raise InvalidRequest(f"invalid master address {text!r}") from None
+        mine = [a for a in addrs if a.version == version]
+        holding = [
+            n
+            for n in names
+            if n in self.pools and any(a in self.pools[n].subnet for a in mine)
+        ]
+        where = f"node {req.node!r}, master {req.master or '?'}"
+        shown = ", ".join(
+            f"{n} ({self.pools[n].subnet})" if n in self.pools else n for n in names
+        )
+        if len(holding) == 1:
+            return holding[0]
+        if not holding:
+            has = ", ".join(str(a) for a in mine) or f"no IPv{version} address"
+            raise NotFound(
+                f"matchMasterSubnet: no candidate IPPool holds the master's subnet "
+                f"({where} has {has}); candidates: {shown}"
+            )
+        raise Conflict(
+            f"matchMasterSubnet: several candidate IPPools hold the master's "
+            f"subnet ({where}): {', '.join(holding)}; the pools overlap or the "
+            "master has addresses in several"
+        )
 
     def _held_for(self, req: AllocateRequest, version: int) -> AllocationRow | None:
         """The sticky pod's address of this family, if the request is sticky."""

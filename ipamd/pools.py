@@ -119,10 +119,14 @@ def _version(raw: Any, where: str) -> int | None:
         return None
     if type(raw) is int and raw in (4, 6):
         return raw
+    if raw in ("ipv4", "ipv6"):
+        # Spiderpool's RoCE guide (per-node rail pools) writes `ipVersion: ipv4`;
+        # the meaning is unambiguous, so its documents apply unchanged.
+        return int(raw[-1])
     hint = ""
     if isinstance(raw, str) and raw.strip().lower().removeprefix("ipv") in ("4", "6"):
-        # Older guides write `ipVersion: ipv4` or quote the number.
-        hint = f" (write {raw.strip()[-1]} without quotes or 'ipv')"
+        # A quoted number or another spelling: say how to write it.
+        hint = f" (write {raw.strip()[-1]} without quotes)"
     raise PoolError(
         f"{where}: invalid 'spec.ipVersion' {shown(raw)}: must be the integer 4 or "
         f"6, or absent to follow the addresses{hint}"
@@ -179,6 +183,32 @@ def _network(raw: str, strict: bool) -> IPNetwork:
     return ipaddress.ip_network(raw.strip(), strict=strict)
 
 
+def _block_end(entry: str, subnet: IPNetwork) -> str:
+    """``entry`` with a range end one past ``subnet`` read as the block's last host.
+
+    Spiderpool's RoCE guide splits a /16 into /27 rail pools and ends each
+    range on the next block's first address (``172.16.1.2-172.16.1.32`` in
+    172.16.1.0/27), the last one on ``172.16.1.256``. The intent - up to the
+    end of the block - is plain, and the broadcast address is never a pod's,
+    so such an end means the address before the broadcast. Any other end
+    outside the subnet is still refused.
+    """
+    first, sep, last = entry.partition("-")
+    if not sep or subnet.version != 4 or subnet.prefixlen > 30:
+        return entry
+    past = int(subnet.broadcast_address) + 1
+    octets = last.strip().split(".")
+    one_past = last.strip() == str(ipaddress.IPv4Address(past % 2**32)) or (
+        len(octets) == 4
+        and octets[3] == "256"
+        and str(subnet.broadcast_address).endswith(".255")
+        and ".".join(octets[:3]) == str(subnet.broadcast_address).rpartition(".")[0]
+    )
+    if not one_past:
+        return entry
+    return f"{first}-{subnet.broadcast_address - 1}"
+
+
 def _intervals(
     entries: Sequence[str], version: int, key: str, where: str
 ) -> list[Interval]:
@@ -214,6 +244,44 @@ _POOL_KEYS = {
 _SELECTOR_KEYS = {"podAffinity", "nodeAffinity", "namespaceAffinity"}
 
 
+#: The well-known node label whose value is the node's name.
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+
+
+def _hostnames(selector: Any) -> tuple[str, ...] | None:
+    """The node names a ``nodeAffinity`` selector that only names nodes by
+    ``kubernetes.io/hostname`` stands for (``matchLabels`` with that one key,
+    or ``matchExpressions`` of that key with operator ``In``), as per-node
+    pools pin themselves; None for any other selector, which would need the
+    node's labels (ipamd has no Kubernetes API)."""
+    if not isinstance(selector, Mapping) or not selector:
+        return None
+    if set(selector) - {"matchLabels", "matchExpressions"}:
+        return None
+    names: list[str] = []
+    labels = selector.get("matchLabels") or {}
+    if not isinstance(labels, Mapping) or set(labels) - {HOSTNAME_LABEL}:
+        return None
+    if labels:
+        names.append(str(labels[HOSTNAME_LABEL]))
+    exprs = selector.get("matchExpressions") or []
+    if not isinstance(exprs, list):
+        return None
+    for expr in exprs:
+        if (
+            not isinstance(expr, Mapping)
+            or expr.get("key") != HOSTNAME_LABEL
+            or expr.get("operator") != "In"
+            or not isinstance(expr.get("values"), list)
+            or not all(isinstance(v, str) for v in expr["values"])
+        ):
+            return None
+        names += expr["values"]
+    if labels and exprs:
+        return None  # both at once: not the shape per-node pools take
+    return tuple(names) if names else None
+
+
 def pool_from_spec(name: str, spec: Mapping[str, Any]) -> Pool:
     """Build and self-validate a pool from a SpiderIPPool ``spec`` mapping."""
     where = f"SpiderIPPool {name}"
@@ -223,6 +291,8 @@ def pool_from_spec(name: str, spec: Mapping[str, Any]) -> Pool:
     for key in spec:
         if not isinstance(key, str):
             raise PoolError(f"{where}: unknown field 'spec.{shown(key)[1:-1]}'")
+        if key == "nodeAffinity" and _hostnames(spec[key]) is not None:
+            continue
         if key in _SELECTOR_KEYS:
             raise PoolError(
                 f"{where}: 'spec.{key}' (a label selector) is not supported by "
@@ -249,7 +319,12 @@ def pool_from_spec(name: str, spec: Mapping[str, Any]) -> Pool:
         raise PoolError(
             f"{where}: 'spec.subnet' {subnet_raw} is not an IPv{version} subnet"
         )
-    ips = _intervals(_strings(spec.get("ips"), "ips", where), version, "ips", where)
+    ips = _intervals(
+        [_block_end(e, subnet) for e in _strings(spec.get("ips"), "ips", where)],
+        version,
+        "ips",
+        where,
+    )
     if not ips:
         raise PoolError(f"{where}: 'spec.ips' is required")
     _unicast(ips, version, "ips", where)
@@ -307,7 +382,8 @@ def pool_from_spec(name: str, spec: Mapping[str, Any]) -> Pool:
         routes=routes,
         default=_bool(spec.get("default"), "default", where),
         disable=_bool(spec.get("disable"), "disable", where),
-        node_name=_strings(spec.get("nodeName"), "nodeName", where),
+        node_name=_strings(spec.get("nodeName"), "nodeName", where)
+        + (_hostnames(spec.get("nodeAffinity")) or ()),
         namespace_name=_strings(spec.get("namespaceName"), "namespaceName", where),
         multus_name=_strings(spec.get("multusName"), "multusName", where),
         usable=tuple(usable),

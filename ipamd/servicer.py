@@ -307,6 +307,9 @@ class IpamServicer(pb_grpc.IpamServicer):
             ipv6_pools=tuple(request.ipv6_pools),
             requested_ips=tuple(request.requested_ips),
             sticky=request.sticky,
+            match_master_subnet=request.match_master_subnet,
+            master=request.master,
+            master_addresses=tuple(request.master_addresses),
         )
         started = time.perf_counter()
         leases = await self._call(lambda st: st.allocate(req))

@@ -33,7 +33,11 @@ CNICONFIG_NAME = "cni.spidernet.io/cniconfig-name"
 RDMA_INJECT = "cni.spidernet.io/rdma-resource-inject"
 NETWORK_INJECT = "cni.spidernet.io/network-resource-inject"
 INJECT_KEYS = (RDMA_INJECT, NETWORK_INJECT)
-DEFAULT_CNI_VERSION = "0.3.1"  # Spiderpool's default, kept so NADs match its output
+# Spiderpool renders 0.3.1; multus delegates at the network's version and a
+# runtime whose multus speaks 1.1.0 refuses 0.3.1 delegates (OpenShift 4.23,
+# Calico #12965), so ours default to 1.0.0, which every current multus takes.
+# ``spec.cniVersion`` (or Spiderpool's cni-version annotation) selects another.
+DEFAULT_CNI_VERSION = "1.0.0"
 
 
 class NetworkError(ValueError):
@@ -91,6 +95,7 @@ class Coordinator:
     tx_queue_len: int = 0
     veth_link_address: str = ""
     veth_mtu: int | None = None
+    hijack_cidr: tuple[str, ...] = ()  # routed via eth0 from every rail
     ignored: tuple[str, ...] = ()
 
 
@@ -110,6 +115,7 @@ class MultusConfig:
     disable_ipam: bool = False
     coordinator: Coordinator = Coordinator()
     chain_cni: tuple[str, ...] = ()  # chainCNIJsonData, raw JSON strings
+    spec_cni_version: str = ""  # spec.cniVersion; "" when absent
     where: str = ""
     unknown_keys: tuple[str, ...] = field(default=())
 
@@ -123,7 +129,12 @@ class MultusConfig:
 
     @property
     def cni_version(self) -> str:
-        return self.annotations.get(CNI_VERSION) or DEFAULT_CNI_VERSION
+        """spec.cniVersion, else Spiderpool's annotation, else 1.0.0."""
+        return (
+            self.spec_cni_version
+            or self.annotations.get(CNI_VERSION)
+            or DEFAULT_CNI_VERSION
+        )
 
     @property
     def conflist_name(self) -> str:
@@ -155,6 +166,7 @@ _SPEC_KEYS = set(CONFIG_BLOCKS) | {
     "coordinator",
     "chainCNIJsonData",
     "ippools",  # the guide's placement (04-inject-network.yaml)
+    "cniVersion",
 }
 _COORDINATOR_OURS = {
     "tunePodRoutes",
@@ -164,6 +176,7 @@ _COORDINATOR_OURS = {
     "txQueueLen",
     "vethLinkAddress",
     "vethMTU",
+    "hijackCIDR",
 }
 
 
@@ -209,6 +222,7 @@ def parse(body: Mapping[str, Any], where: str = "") -> MultusConfig:
         disable_ipam=_bool(spec, "disableIPAM", False, "spec"),
         coordinator=_coordinator(spec.get("coordinator")),
         chain_cni=tuple(chain),
+        spec_cni_version=_str(spec, "cniVersion", "spec"),
         where=where,
         unknown_keys=tuple(sorted(set(spec) - _SPEC_KEYS)),
     )
@@ -286,6 +300,7 @@ def _coordinator(raw: Any) -> Coordinator:
         tx_queue_len=_int(data, "txQueueLen", where),
         veth_link_address=_str(data, "vethLinkAddress", where),
         veth_mtu=None if veth_mtu is None else _int(data, "vethMTU", where),
+        hijack_cidr=_names(data.get("hijackCIDR"), f"{where}.hijackCIDR"),
         ignored=ignored,
     )
 

@@ -18,7 +18,9 @@ Coordinator settings become the main plugin's own keys, written only when
 they differ from our plugins' defaults (which are the coordinator's):
 ``podDefaultRouteNIC``; ``policyRouting: false`` for ``tunePodRoutes: false``
 or ``enableCoordinator: false`` (no coordinator, no per-NIC tables);
-``detectIPConflict`` / ``detectGateway`` when set.
+``detectIPConflict`` / ``detectGateway`` when set; ``hijackCIDR`` (the
+cluster's service and pod CIDRs, routed via eth0's gateway from every rail's
+table, and from main when a rail takes the default route).
 """
 
 from __future__ import annotations
@@ -139,3 +141,5 @@ def _coordinator(main: dict[str, Any], net: MultusConfig) -> None:
         main["detectIPConflict"] = coordinator.detect_ip_conflict
     if coordinator.detect_gateway is not None:
         main["detectGateway"] = coordinator.detect_gateway
+    if coordinator.hijack_cidr:
+        main["hijackCIDR"] = list(coordinator.hijack_cidr)

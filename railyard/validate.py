@@ -88,9 +88,12 @@ def _annotations(net: MultusConfig) -> list[str]:
                 "63 alphanumerics, '-', '_' or '.', starting and ending with an "
                 "alphanumeric)"
             )
-    version = net.annotations.get(CNI_VERSION)
-    if version is not None and version not in SUPPORTED_CNI_VERSIONS:
-        errors.append(f"unsupported CNI version {version}")
+    for version in (net.annotations.get(CNI_VERSION), net.spec_cni_version or None):
+        if version is not None and version not in SUPPORTED_CNI_VERSIONS:
+            errors.append(
+                f"unsupported CNI version {version} (railyard renders "
+                f"{', '.join(SUPPORTED_CNI_VERSIONS)})"
+            )
     return errors
 
 
@@ -201,4 +204,9 @@ def _coordinator(net: MultusConfig) -> list[str]:
             errors.append("vethLinkAddress is an invalid IP address")
     if coordinator.veth_mtu is not None and coordinator.veth_mtu <= 0:
         errors.append("vethMTU must be greater than 0")
+    for cidr in coordinator.hijack_cidr:
+        try:
+            ipaddress.ip_network(cidr, strict=False)
+        except ValueError:
+            errors.append(f"hijackCIDR {cidr!r} is not a CIDR")
     return errors

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from cni import timings
@@ -49,6 +49,9 @@ from cni.attach.routing import (
     host_prefix,
     keep_old_default_nic,
     plan_routing,
+    require_default_route_nic,
+    tune_rail_sysctls,
+    with_cluster_routes,
 )
 from cni.errors import DEVICE_ERROR, INVALID_CONFIG, IPAM_ERROR, CniError
 from cni.ipam import IpamAddress, IpamClient, IpamRequest, IpamRoute
@@ -73,6 +76,8 @@ class RoutingPolicy:
     table: int | None = None  # [routeTable]
     priority: int = DEFAULT_RULE_PRIORITY  # [rulePriority]
     default_route_nic: str = ""  # [podDefaultRouteNIC]
+    rail_sysctls: bool = True  # [tuneRailSysctls]
+    cluster_cidrs: tuple[str, ...] = ()  # [hijackCIDR]: via eth0 in every table
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +154,10 @@ def attach(
     allocations = Allocations(deps.state_dir)
     with Locks(deps.state_dir).lock(spec.pci):
         allocations.check(spec.pci, spec.netns, deps.netns)
+        if spec.routing.enabled:
+            require_default_route_nic(
+                deps.links, spec.netns, spec.ifname, spec.routing.default_route_nic
+            )
         _reclaim(deps, store, spec)
         dev = resolve_vf(deps.sysfs, spec.pci)
         host: LinkInfo | None = None
@@ -208,7 +217,8 @@ def attach(
             store.save(st)
             ahead = None
             if spec.ipam_request is not None and ipam is not None:
-                ahead = AllocationAhead.start(ipam, spec.ipam_request, rb)
+                request = _with_master(deps, spec.ipam_request, dev.pf)
+                ahead = AllocationAhead.start(ipam, request, rb)
             ctx = AttachContext(deps, spec, dev, st, rb, store)
             assert st.orig_vf is not None
             with timings.step(timings.PF_SETTINGS):
@@ -246,6 +256,17 @@ def attach(
     )
     result.state = st
     return result
+
+
+def _with_master(deps: Deps, request: IpamRequest, pf: str) -> IpamRequest:
+    """``request`` with the PF's host addresses when it matches the master's
+    subnet (Spiderpool's matchMasterSubnet): the PF is the VF's master, and
+    its address on this node tells ipamd which per-node pool is this rail's."""
+    if not request.match_master_subnet:
+        return request
+    return replace(
+        request, master=pf, master_addresses=tuple(deps.links.addresses(pf))
+    )
 
 
 def _reclaim(deps: Deps, store: VfRecords, spec: AttachSpec) -> None:
@@ -371,12 +392,21 @@ def _attach_ip(
             plan = keep_old_default_nic(
                 deps.links, spec.netns, plan, spec.routing.priority, used
             )
+        plan = with_cluster_routes(
+            deps.links,
+            spec.netns,
+            plan,
+            spec.routing.cluster_cidrs,
+            spec.routing.default_route_nic == spec.ifname,
+        )
         # Recorded before they exist, so a crash half-way still lets DEL clean up.
         st.table, st.rules, st.routes = table, list(plan.rules), list(plan.routes)
         st.routes.extend(plan.main_defaults)
     store.save(st)
     if st.dpdk:
         return  # DPDK: reported, not configured (sriov-cni)
+    if spec.routing.rail_sysctls:
+        tune_rail_sysctls(deps.links, spec.ifname, spec.netns)
     with timings.step(timings.ADDRESSES):
         add_addresses(deps.links, spec.ifname, spec.netns, st.addresses, rb)
     # The detection window runs beside the routing work, which does not depend

@@ -22,7 +22,7 @@ from cni.attach.teardown import ipam_netconf
 from cni.errors import CHECK_FAILED, CniError
 from cni.ipam import IpamError, check_plugin_type
 from cni.ipam.choose import IPAMD_TYPES
-from cni.netconf_fields import detection_window
+from cni.netconf_fields import cluster_cidrs, detection_window, tune_rail_sysctls
 from cni.record.vf import PfSettings
 from cni.types import Result
 
@@ -99,6 +99,8 @@ def attach_spec(
             table=conf.route_table,
             priority=conf.rule_priority,
             default_route_nic=conf.pod_default_route_nic,
+            rail_sysctls=tune_rail_sysctls(conf.raw),
+            cluster_cidrs=cluster_cidrs(conf.raw),
         ),
         rdma_isolation=conf.rdma_isolation,
         pod_namespace=args.cni_args.k8s_pod_namespace,

@@ -6,7 +6,11 @@ Written against ``cni.kernel.Probes``; imports nothing third-party.
 Spiderpool runs these in its IPAM plugin: conflict check before the gateway
 check (its issue #4475), release the address on failure, announce afterwards
 because the NIC is already up (its issue #4650). We run them in the plugin once
-the address is on the NIC; the caller's rollback releases the address. IPoIB
+the address is on the NIC; the caller's rollback releases the address. The
+pod's other NICs on the same segment may answer for it (``arp_ignore=0``): the
+probes adapter ignores every MAC of the pod's own links (``cni.kernel.probes``),
+so several NICs of one pod share a subnet, and the window still overlaps the
+routing work, which needs the address on the NIC. IPoIB
 probes may be unsupported by the adapter: then we skip with a log line instead
 of failing the pod.
 

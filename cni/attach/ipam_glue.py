@@ -10,6 +10,7 @@ every binary names the pod and the node the same way.
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import socket
 from collections.abc import Mapping
@@ -65,12 +66,17 @@ def _sticky(ipam: Mapping[str, Any]) -> bool:
 
 
 def ipam_request(args: CmdArgs, conf: IpamConf) -> IpamRequest | None:
-    """The allocation request of an ADD; None when the netconf has no ipam."""
+    """The allocation request of an ADD; None when the netconf has no ipam.
+
+    ``match_master_subnet`` (Spiderpool's rendered key) is carried as asked;
+    the VF lifecycle fills the master (the VF's PF) and its addresses once it
+    has resolved the VF.
+    """
     if not conf.ipam_type:
         return None
     from cni.args import requested_ips
 
-    return attachment_request(
+    request = attachment_request(
         args,
         conf.name,
         _pools(conf.ipam, "default_ipv4_ippool"),
@@ -78,6 +84,9 @@ def ipam_request(args: CmdArgs, conf: IpamConf) -> IpamRequest | None:
         requested_ips(conf.raw, args.cni_args),
         _sticky(conf.ipam),
     )
+    if conf.ipam.get("match_master_subnet") is True:
+        return dataclasses.replace(request, match_master_subnet=True)
+    return request
 
 
 def attachment_request(

@@ -30,7 +30,13 @@ Decisions (README "Policy routing"):
   one back. The NIC that loses it (eth0) gets what Spiderpool's coordinator
   gives it: its old default route in a table of its own (``preferred_table``
   of its name) and a source rule for each of its addresses, so replies from
-  eth0's address still leave through eth0. DEL removes both.
+  eth0's address still leave through eth0. DEL removes both. The route keeps
+  every attribute (onlink above all: Calico's ``default via 169.254.1.1 dev
+  eth0 onlink`` is refused without it), and main's routes through the same
+  gateway come along; DEL restores main exactly.
+- The cluster's CIDRs (``hijackCIDR``) go via eth0's gateway into every
+  rail's table, and into main when a rail takes the default route.
+- Several rails on one L2 segment: ``RAIL_SYSCTLS`` on each NIC.
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 
+from cni.errors import DEVICE_ERROR, INVALID_CONFIG, CniError
 from cni.ipam import IpamAddress, IpamRoute
 from cni.kernel import KernelError, LinkExists, Links, RouteSpec, RuleSpec
 from cni.kernel.cni_errors import cni_error, kernel_step
@@ -185,13 +192,110 @@ def keep_old_default_nic(
                     table += 1
                 tables[old.dev] = table
             table = tables[old.dev]
-            routes.append(replace(old, table=table))
+            # The default and every route through the same gateway, each with
+            # all its attributes (onlink, metric, MTU, advmss, scope, protocol):
+            # ``default via 169.254.1.1 dev eth0 onlink`` loses its meaning -
+            # and the kernel refuses it - without the flag.
+            routes += [
+                replace(r, table=table)
+                for r in links.routes(MAIN_TABLE, fam, netns)
+                if r.dev == old.dev
+                and (r == old or (old.gw is not None and r.gw == old.gw))
+            ]
             for cidr in links.addresses(old.dev, netns):
                 if family_of(cidr) == fam:
                     rules.append(RuleSpec(host_prefix(cidr), table, priority, fam))
     if not tables:
         return plan
     return replace(plan, rules=tuple(rules), routes=tuple(routes))
+
+
+#: The pod's cluster NIC: CNI names the primary interface eth0, and multus
+#: gives its default network that name.
+CLUSTER_NIC = "eth0"
+
+
+def require_default_route_nic(
+    links: Links, netns: str, ifname: str, wanted: str
+) -> None:
+    """Refuse (code 7) a ``podDefaultRouteNIC`` that is neither this NIC nor in
+    the pod yet, before the first change.
+
+    Spiderpool's coordinator refuses the same at each NIC's ADD (the named NIC
+    must exist in the pod). Multus attaches the pod's networks in order, so
+    the NIC taking the default route must come before the others; a name that
+    no NIC of the pod has - a typo, a ninth rail of eight - would otherwise
+    leave eth0's default in place without a word.
+    """
+    if not wanted or wanted == ifname or links.find(wanted, netns) is not None:
+        return
+    have = sorted(ln.name for ln in links.list(netns) if ln.name != "lo")
+    raise CniError(
+        INVALID_CONFIG,
+        f"podDefaultRouteNIC {wanted} is not in the pod",
+        f"{ifname} is being attached and the pod has {', '.join(have) or 'no NIC'}; "
+        f"the NIC named by podDefaultRouteNIC must be this one or one attached "
+        f"before it (multus attaches the pod's networks in order)",
+    )
+
+
+def with_cluster_routes(
+    links: Links,
+    netns: str,
+    plan: RoutingPlan,
+    cidrs: Sequence[str],
+    default_route_here: bool,
+) -> RoutingPlan:
+    """``plan`` plus the cluster's CIDRs (coordinator ``hijackCIDR``: service
+    and pod CIDRs) via eth0's gateway in the NIC's table, and in main when this
+    NIC takes the default route.
+
+    Traffic from a rail's address looks up the rail's table only, whose default
+    goes out the rail: without these, a service IP is sent to the RDMA fabric.
+    The gateway route is eth0's default as it is (onlink and all), found in
+    main or in the table its addresses' rules look up (after another NIC took
+    main's default). No eth0 default: nothing is added, and a log line says so.
+    """
+    if not cidrs:
+        return plan
+    extra: list[RouteSpec] = []
+    for fam in sorted({family_of(c) for c in cidrs}):
+        via = _cluster_gateway(links, netns, fam)
+        if via is None:
+            log.warning(
+                "no default route via %s in %s: cluster CIDRs %s not routed",
+                CLUSTER_NIC,
+                netns,
+                ", ".join(c for c in cidrs if family_of(c) == fam),
+            )
+            continue
+        tables = [plan.table, *([MAIN_TABLE] if default_route_here else [])]
+        for cidr in cidrs:
+            if family_of(cidr) != fam:
+                continue
+            dst = str(ipaddress.ip_network(cidr, strict=False))
+            extra += [
+                replace(via, dst=dst, table=t, metric=None, src=None) for t in tables
+            ]
+    return replace(plan, routes=tuple(_unique([*plan.routes, *extra])))
+
+
+def _cluster_gateway(links: Links, netns: str, fam: int) -> RouteSpec | None:
+    """eth0's default route of family ``fam``, wherever it is now."""
+    tables = [MAIN_TABLE]
+    own = {host_prefix(a) for a in _addresses_or_none(links, netns)}
+    tables += [r.table for r in links.rules(fam, netns) if r.src in own]
+    for table in dict.fromkeys(tables):
+        for route in links.routes(table, fam, netns):
+            if route.dst == default_dst(fam) and route.dev == CLUSTER_NIC:
+                return route
+    return None
+
+
+def _addresses_or_none(links: Links, netns: str) -> list[str]:
+    if links.find(CLUSTER_NIC, netns) is None:
+        return []
+    return links.addresses(CLUSTER_NIC, netns)
 
 
 def _unique(routes: list[RouteSpec]) -> list[RouteSpec]:
@@ -202,6 +306,43 @@ def _unique(routes: list[RouteSpec]) -> list[RouteSpec]:
             seen.add((r.dst, r.table))
             out.append(r)
     return out
+
+
+#: Per-NIC IPv4 settings that keep a rail's traffic on the NIC whose address
+#: it carries when several NICs of the pod share one L2 segment (VFs of one PF,
+#: a flat RoCE fabric): answer ARP only for the NIC's own addresses
+#: (arp_ignore=1) and announce from the address of the NIC a packet leaves by
+#: (arp_announce=2), so a peer never learns net1's MAC for net2's address and
+#: sends net2's RoCE traffic to net1's HCA ("ARP flux"). rp_filter=2 (loose):
+#: with per-NIC source rules a reply may legitimately arrive on one NIC for a
+#: flow whose route back is another's table; strict mode would drop it. The
+#: kernel uses the larger of ``all`` and the NIC's value for all three, so the
+#: NIC's setting holds whatever the pod's ``all`` says (unless stricter). A VF
+#: taken back to the host gets the host's defaults again (the settings are per
+#: netns), so DEL has nothing to undo.
+RAIL_SYSCTLS = (("arp_ignore", "1"), ("arp_announce", "2"), ("rp_filter", "2"))
+
+
+def tune_rail_sysctls(links: Links, ifname: str, netns: str) -> None:
+    """``RAIL_SYSCTLS`` on the pod NIC, before it has an address.
+
+    A refusal is logged, not fatal (as sriov-cni's own pod sysctls): the NIC
+    works, and conflict detection ignores the pod's own NICs either way; only
+    a peer may then learn another rail's MAC for this NIC's address.
+    """
+    for key, value in RAIL_SYSCTLS:
+        try:
+            links.set_sysctl(f"net/ipv4/conf/{ifname}/{key}", value, netns)
+        except (KernelError, OSError) as exc:
+            log.warning(
+                "%s=%s on %s in %s failed (%s): peers on a shared segment may "
+                "send this NIC's traffic to another NIC of the pod",
+                key,
+                value,
+                ifname,
+                netns,
+                exc,
+            )
 
 
 def add_addresses(

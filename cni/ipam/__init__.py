@@ -36,6 +36,12 @@ class IpamRequest:
     # Keep the address for (pod namespace/name, network, ifname) across DEL so a
     # StatefulSet pod gets it back after a restart (ipamd only; added by ipamd).
     sticky: bool = False
+    # Spiderpool's matchMasterSubnet (``ipam.match_master_subnet``): ipamd
+    # takes, of the candidate pools, the one whose subnet holds an address of
+    # ``master`` (the VF's PF), which the plugin reads on the node.
+    match_master_subnet: bool = False
+    master: str = ""
+    master_addresses: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

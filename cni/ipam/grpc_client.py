@@ -63,6 +63,9 @@ def request_to_proto(req: IpamRequest) -> pb.AllocateRequest:
         ipv6_pools=list(req.ipv6_pools),
         requested_ips=list(req.requested_ips),
         sticky=req.sticky,
+        match_master_subnet=req.match_master_subnet,
+        master=req.master,
+        master_addresses=list(req.master_addresses),
     )
 
 

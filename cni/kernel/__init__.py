@@ -119,6 +119,12 @@ class RouteSpec:
     metric: int | None = None
     mtu: int | None = None
     advmss: int | None = None
+    #: RTNH_F_ONLINK: the gateway is on the link even without a route to it
+    #: (``default via 169.254.1.1 dev eth0 onlink``, Calico's layout).
+    onlink: bool = False
+    #: RTPROT_*: who installed it (4 static, 3 boot, ...); None lets the adapter
+    #: pick (boot). Kept when a route is moved or restored.
+    protocol: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

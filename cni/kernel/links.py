@@ -76,6 +76,7 @@ RT_SCOPE_NOWHERE = 255  # a wildcard in deletes
 RT_TABLE_COMPAT = 252
 RTN_UNICAST = 1
 RTPROT_BOOT = 3
+RTNH_F_ONLINK = 4  # rtm_flags of a single-nexthop route
 FR_ACT_TO_TBL = 1  # include/uapi/linux/fib_rules.h
 RTEXT_FILTER_SKIP_STATS = 1 << 3  # smaller RTM_NEWLINK replies; older kernels ignore it
 DUMP_ATTEMPTS = 5
@@ -460,9 +461,13 @@ class NetlinkLinks:
             scope = RT_SCOPE_NOWHERE  # any scope, as "ip route del" matches
         else:
             scope = RT_SCOPE_UNIVERSE if route.gw else RT_SCOPE_LINK
-        proto = 0 if deleting else RTPROT_BOOT  # deletes match any protocol
+        if deleting:
+            proto = 0  # deletes match any protocol
+        else:
+            proto = RTPROT_BOOT if route.protocol is None else route.protocol
+        flags = RTNH_F_ONLINK if route.onlink and not deleting else 0
         body = RTMSG.pack(
-            family, dst.prefixlen, 0, 0, table, proto, scope, RTN_UNICAST, 0
+            family, dst.prefixlen, 0, 0, table, proto, scope, RTN_UNICAST, flags
         )
         body += rtnl.attr_u32(rtnl.RTA_TABLE, route.table)
         if dst.prefixlen:
@@ -502,8 +507,8 @@ class NetlinkLinks:
         names = {ln.index: ln.name for ln in self.list(netns)}
         out: list[RouteSpec] = []
         for body in dumped:
-            fam, dst_len, _s, _t, hdr_table, _p, scope, rt_type, _f = RTMSG.unpack_from(
-                body
+            fam, dst_len, _s, _t, hdr_table, proto, scope, rt_type, rt_flags = (
+                RTMSG.unpack_from(body)
             )
             found = rtnl.attrs(body, RTMSG.size)
             rt_table = rtnl.u32(found[rtnl.RTA_TABLE]) if rtnl.RTA_TABLE in found else 0
@@ -533,6 +538,8 @@ class NetlinkLinks:
                     metric=rtnl.u32(metric) if metric is not None else None,
                     mtu=metrics.get(rtnl.RTAX_MTU),
                     advmss=metrics.get(rtnl.RTAX_ADVMSS),
+                    onlink=bool(rt_flags & RTNH_F_ONLINK),
+                    protocol=proto,
                 )
             )
         return out

@@ -12,6 +12,12 @@ up to ``interval`` seconds of listening.
 
 - IPv4 conflict: RFC 5227 probe (ARP request, sender IP 0.0.0.0, target the pod
   IP); any ARP from another MAC whose *sender* IP is the pod IP means "in use".
+  "Another" is any MAC not of a link in the pod's netns: several NICs of one
+  pod may share an L2 segment (VFs of one PF, a flat fabric), and one whose
+  ``arp_ignore`` is 0 answers for its neighbour's address - the pod itself,
+  not an owner elsewhere. Ignoring the pod's MACs, rather than probing before
+  the address is configured, keeps the window overlapped with the routing
+  work (the routes' source address needs the address on the NIC).
 - IPv4 gateway: ARP request from the pod IP to the gateway; a reply from the gateway.
 - IPv6 conflict: a DAD-style NS (source ::, to the target's solicited-node group);
   an NA for the target from another MAC means "in use" (Linux answers a DAD NS
@@ -52,7 +58,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from cni.kernel import (
     GatewayCheck,
@@ -245,6 +251,42 @@ class _Link:
     sock: socket.socket
     mac: bytes
     hwtype: int
+    #: The links of the netns the socket lives in: an answer from one of
+    #: them is the pod's own kernel, never another host holding the address.
+    pod: _PodMacs | None = None
+
+
+class _PodMacs:
+    """The MACs of every link in the pod's netns, read on first need.
+
+    With ``arp_ignore=0`` a NIC answers for the address of another NIC of the
+    pod on the same segment (VFs of one PF, a flat fabric): such an answer is
+    the pod itself. They are read only when an answer from a MAC other than
+    the probing NIC's arrives - rare, so the common silent probe pays nothing
+    - by visiting the netns (``if_nameindex`` lists the calling thread's) and
+    asking the probe's socket, which lives there, for each link's address.
+    """
+
+    def __init__(self, netns: NetnsPath, sock: socket.socket) -> None:
+        self._netns = netns
+        self._sock = sock
+        self._macs: frozenset[str] | None = None
+
+    def __contains__(self, mac: object) -> bool:
+        if self._macs is None:
+            found = set()
+            with in_netns(self._netns):
+                names = [name for _index, name in socket.if_nameindex()]
+            for name in names:
+                ifreq = struct.pack("16s16x", name.encode())
+                try:
+                    hw = fcntl.ioctl(self._sock, SIOCGIFHWADDR, ifreq)
+                except OSError:
+                    continue  # gone meanwhile
+                found.add(mac_str(hw[18:24]))
+            found.discard(mac_str(ZERO_MAC))
+            self._macs = frozenset(found)
+        return mac in self._macs
 
 
 def _open_link(ifname: str, proto: int) -> _Link:
@@ -293,6 +335,7 @@ def _packet_sockets(
     proto = protos[0] if len(set(protos)) == 1 else ETH_P_ALL
     with in_netns(netns):
         link = _open_link(ifname, proto)
+    link = replace(link, pod=_PodMacs(netns, link.sock))
     try:
         yield {p: link for p in protos}
     finally:
@@ -338,15 +381,24 @@ class _Probe:
     wanted: str  # the IP whose owner must answer
     frame: bytes
     own: str  # our MAC: answers from it are our own kernel's
+    pod: _PodMacs | None = None  # the pod's other links: its own kernel too
     sent: int = 0
     window_end: float = 0.0
     done: bool = False
     answer: ProbeAnswer | None = None
 
+    def _ours(self, mac: str) -> bool:
+        if mac == self.own:
+            return True
+        # Only a conflict answer may come from the pod's other NICs; a gateway
+        # answers from outside, and reading the pod's MACs then would cost
+        # every gateway check a visit of the netns.
+        return not self.gateway and self.pod is not None and mac in self.pod
+
     def matches(self, raw: bytes) -> ProbeAnswer | None:
         if self.proto == ETH_P_ARP:
             arp = parse_arp(raw)
-            if arp is None or arp.spa != self.wanted or arp.sha == self.own:
+            if arp is None or arp.spa != self.wanted or self._ours(arp.sha):
                 return None
             # A gateway must reply; for a conflict, RFC 5227 2.1.1 counts any ARP
             # (request or reply) sent from the probed address.
@@ -354,7 +406,7 @@ class _Probe:
                 return None
             return ProbeAnswer(ip=self.wanted, mac=arp.sha)
         na = parse_na(raw)
-        if na is None or na.target != self.wanted or na.mac == self.own:
+        if na is None or na.target != self.wanted or self._ours(na.mac):
             return None
         return ProbeAnswer(ip=self.wanted, mac=na.mac)
 
@@ -369,12 +421,12 @@ def _conflict_probe(link: _Link, ip: str) -> _Probe:
         # RFC 5227 probe: sender IP 0.0.0.0 so nobody's cache learns us.
         body = arp_packet(ARPOP_REQUEST, link.mac, "0.0.0.0", ZERO_MAC, ip)
         frame = ethernet(BROADCAST, link.mac, ETH_P_ARP, body)
-        return _Probe(ETH_P_ARP, False, ip, frame, own)
+        return _Probe(ETH_P_ARP, False, ip, frame, own, link.pod)
     wanted = str(ipaddress.IPv6Address(ip))
     packet = neighbor_solicit("::", wanted, None)  # DAD: no SLLA
     dst_mac = multicast_mac(solicited_node(wanted))
     frame = ethernet(dst_mac, link.mac, ETH_P_IPV6, packet)
-    return _Probe(ETH_P_IPV6, False, wanted, frame, own)
+    return _Probe(ETH_P_IPV6, False, wanted, frame, own, link.pod)
 
 
 def _gateway_probe(link: _Link, ip: str, gateway: str) -> _Probe:
@@ -382,12 +434,12 @@ def _gateway_probe(link: _Link, ip: str, gateway: str) -> _Probe:
     if _proto_of(gateway) == ETH_P_ARP:
         body = arp_packet(ARPOP_REQUEST, link.mac, ip, ZERO_MAC, gateway)
         frame = ethernet(BROADCAST, link.mac, ETH_P_ARP, body)
-        return _Probe(ETH_P_ARP, True, gateway, frame, own)
+        return _Probe(ETH_P_ARP, True, gateway, frame, own, link.pod)
     wanted = str(ipaddress.IPv6Address(gateway))
     packet = neighbor_solicit(ip, wanted, link.mac)
     dst_mac = multicast_mac(solicited_node(wanted))
     frame = ethernet(dst_mac, link.mac, ETH_P_IPV6, packet)
-    return _Probe(ETH_P_IPV6, True, wanted, frame, own)
+    return _Probe(ETH_P_IPV6, True, wanted, frame, own, link.pod)
 
 
 def _run(

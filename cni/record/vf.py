@@ -142,6 +142,18 @@ def read_stage(value: str | None) -> Stage:
     return _LEGACY_STAGES.get(value) or Stage(value)
 
 
+def route_to_json(route: RouteSpec) -> dict[str, Any]:
+    """A route as a record stores it; ``onlink``/``protocol`` only when set,
+    so a record of a route without them keeps the shape earlier releases
+    wrote (and read back)."""
+    out = asdict(route)
+    if not route.onlink:
+        del out["onlink"]
+    if route.protocol is None:
+        del out["protocol"]
+    return out
+
+
 @dataclass(slots=True)
 class VfState:
     """One VF attached to one pod interface (sriov and ib-sriov alike)."""
@@ -195,9 +207,11 @@ class VfState:
             out[f.name] = getattr(self, f.name)
         out["orig_vf"] = vf_info_to_json(self.orig_vf) if self.orig_vf else None
         out["pf_settings"] = self.pf_settings.to_json()
-        out["routes"] = [asdict(r) for r in self.routes]
+        out["routes"] = [route_to_json(r) for r in self.routes]
         out["rules"] = [asdict(r) for r in self.rules]
-        out["saved_main_defaults"] = [asdict(r) for r in self.saved_main_defaults]
+        out["saved_main_defaults"] = [
+            route_to_json(r) for r in self.saved_main_defaults
+        ]
         # Outside Kubernetes there is no pod to name: such a record keeps the
         # shape earlier releases wrote (and read back).
         for key in ("pod_namespace", "pod_name", "pcie_root"):

@@ -118,9 +118,9 @@ def test_cnitool_add_check_del_on_the_rendered_conflist(
     rail = with_guide_pool(host)
     netns = rp_netns()
     net_dir = tmp_short / "net.d"
-    # the guide's 02 as written (its pool too), asking for CNI 1.0.0 so that
-    # libcni runs CHECK (0.3.1, Spiderpool's default, has none; Debian's libcni
-    # 1.1.2 does not parse 1.1.0 results yet)
+    # the guide's 02 as written (its pool too), asking for CNI 1.0.0 (our
+    # default too) so that libcni runs CHECK (0.3.1, Spiderpool's default, has
+    # none; Debian's libcni 1.1.2 does not parse 1.1.0 results yet)
     guide = (SEED / "02-roce-pool-and-network.yaml").read_text()
     document = guide.replace(
         "  namespace: spiderpool\n",
@@ -197,7 +197,7 @@ def test_multus_delegates_the_rendered_nad_with_its_resource_device(
     assert (sriov.plugin, rdma.plugin) == ("sriov", "rdma")
     for call in (sriov, rdma):
         assert call.stdin["deviceID"] == call.stdin["pciBusID"] == vf.pci
-        assert call.stdin["cniVersion"] == "0.3.1"
+        assert call.stdin["cniVersion"] == "1.0.0"  # railyard's default
 
     multus.delete(pod, [attachment])
     assert netview.nic("net1", pod.netns) is None

@@ -2,6 +2,7 @@
 """``railyard-sim``: build the simulated host, attach a pod to its rails, tear down.
 
     railyard-sim up [--lab DIR] [--rails 8] [--ib-rails 0] [--vfs-per-pf 2]
+                    [--rail-subnet CIDR ...]
     railyard-sim pod NAME [--nics 8] [--rdma] [--ipv6]
     railyard-sim show NAME
     railyard-sim unpod NAME
@@ -71,6 +72,7 @@ def do_up(
     kernel_seams: frozenset[str] = frozenset(),
     shape: str = "",
     agent_metrics: str = "",
+    rail_subnets: tuple[str, ...] = (),
 ) -> Lab:
     started = time.monotonic()
     try:
@@ -82,6 +84,7 @@ def do_up(
             progress=True,
             kernel_seams=kernel_seams,
             shape=shape,
+            rail_subnets=rail_subnets,
         )
     except (LabError, ValueError, OSError, KernelSeamError) as exc:
         raise Failed(f"up: {exc}") from exc
@@ -312,6 +315,14 @@ def need_root() -> None:
     help="railyard-agent's /metrics here: attach latency per command and step, "
     "and the lab's RDMA counters.",
 )
+@click.option(
+    "--rail-subnet",
+    "rail_subnets",
+    multiple=True,
+    help="This node's IPv4 subnet of each RoCE rail, in order (one per rail): "
+    "the rail's gateway is its first address, its PF holds the last host one "
+    "(per-node rail subnets, matchMasterSubnet).",
+)
 def up(
     lab_dir: Path,
     rails: int | None,
@@ -322,6 +333,7 @@ def up(
     no_agent: bool,
     kernel_seams: tuple[str, ...],
     agent_metrics: str,
+    rail_subnets: tuple[str, ...],
 ) -> None:
     """Build the lab, start ipamd and railyard-agent, apply the lab's pools."""
     need_root()
@@ -339,6 +351,7 @@ def up(
         kernel_seams=frozenset(kernel_seams),
         shape=shape,
         agent_metrics=agent_metrics,
+        rail_subnets=rail_subnets,
     )
 
 

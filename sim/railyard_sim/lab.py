@@ -27,6 +27,7 @@ module through ``railyard_sim.recording``); PyYAML is never needed here.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import shutil
@@ -172,6 +173,9 @@ class RailSpec:
     range_v6: str
     pool_v6: str
     vfs: tuple[VfSpec, ...] = ()
+    # The PF's own host address (CIDR), "" for none: a node's rail NIC has one
+    # in its rail's subnet, which is how matchMasterSubnet picks the node's pool.
+    pf_address_v4: str = ""
 
     @property
     def plugin_type(self) -> str:
@@ -248,11 +252,18 @@ def plan(
     ib_rails: int,
     pf_mtu: int = PF_MTU,
     shape: str = "",
+    rail_subnets: Sequence[str] = (),
 ) -> Manifest:
     """The lab's names and addresses, computed before anything is created.
 
     With a server ``shape`` (``railyard_sim.shapes``) the rails are its NICs,
     in its order, at its PCI addresses; ``rails`` must be their number.
+
+    ``rail_subnets`` (one IPv4 CIDR per RoCE rail) models a node of a cluster
+    whose rails take per-node subnets: rail N's fabric gateway is the subnet's
+    first address and its PF holds the last one before the broadcast, as a
+    node's rail NIC holds an address in its rail's subnet. Without it every
+    rail has its cluster-wide /24 and the PFs have no address.
     """
     pf_addresses: list[str] = []
     if shape:
@@ -268,6 +279,11 @@ def plan(
     total = rails + ib_rails
     if not 1 <= total <= MAX_RAILS:
         raise ValueError(f"rails + ib_rails must be 1..{MAX_RAILS}, got {total}")
+    if rail_subnets and len(rail_subnets) != rails:
+        raise ValueError(
+            f"rail_subnets: one IPv4 subnet per RoCE rail ({rails}), "
+            f"got {len(rail_subnets)}"
+        )
     if not 1 <= vfs_per_pf <= 62:
         raise ValueError(f"vfs_per_pf must be 1..62, got {vfs_per_pf}")
     specs = []
@@ -289,6 +305,7 @@ def plan(
                 )
             )
             next_rdma += 1
+        v4 = _rail_v4(octet, rail_subnets[n - 1] if n <= len(rail_subnets) else "")
         specs.append(
             RailSpec(
                 number=n,
@@ -300,10 +317,11 @@ def plan(
                 pf_rdma=f"mlx5_{n - 1}",
                 pf_peer="pf",
                 pf_mtu=pf_mtu,
-                subnet_v4=f"172.16.{octet}.0/24",
-                gateway_v4=f"172.16.{octet}.254",
-                range_v4=f"172.16.{octet}.1-172.16.{octet}.200",
+                subnet_v4=v4["subnet"],
+                gateway_v4=v4["gateway"],
+                range_v4=v4["range"],
                 pool_v4=f"gpu{n}-net{octet}",
+                pf_address_v4=v4["pf"],
                 subnet_v6=f"fd00:{octet}::/64",
                 gateway_v6=f"fd00:{octet}::fe",
                 range_v6=f"fd00:{octet}::1-fd00:{octet}::c8",
@@ -318,6 +336,27 @@ def plan(
         rails=tuple(specs),
         shape=shape,
     )
+
+
+def _rail_v4(octet: int, subnet: str) -> dict[str, str]:
+    """A rail's IPv4 plan: the cluster-wide /24, or the node's own ``subnet``."""
+    if not subnet:
+        return {
+            "subnet": f"172.16.{octet}.0/24",
+            "gateway": f"172.16.{octet}.254",
+            "range": f"172.16.{octet}.1-172.16.{octet}.200",
+            "pf": "",
+        }
+    net = ipaddress.IPv4Network(subnet)
+    if net.num_addresses < 8:
+        raise ValueError(f"rail subnet {subnet}: at least a /29 is needed")
+    first, last = net.network_address, net.broadcast_address
+    return {
+        "subnet": str(net),
+        "gateway": str(first + 1),
+        "range": f"{first + 2}-{last - 2}",
+        "pf": f"{last - 1}/{net.prefixlen}",
+    }
 
 
 def pools_yaml(manifest: Manifest) -> str:
@@ -375,19 +414,22 @@ class Lab:
         progress: bool = False,
         kernel_seams: frozenset[str] = frozenset(),
         shape: str = "",
+        rail_subnets: Sequence[str] = (),
     ) -> Lab:
         """Build a lab in ``lab_dir`` (created if needed) and the caller's netns.
 
         ``kernel_seams`` ({"vf"}, {"vf", "rdma"}): the kernel answers for the
-        PFs' VF tables (netdevsim PFs) and for RDMA (railyard_sim.kernel_seams).
+        PFs' VF tables (netdevsim PFs) and for RDMA (railyard_sim.kernel_seams);
+        ``rail_subnets``: per-node rail subnets (see ``plan``).
         """
         lab_dir = Path(lab_dir).absolute()
         lab_dir.mkdir(parents=True, exist_ok=True)
         if (lab_dir / MANIFEST).exists():
             raise LabError(f"{lab_dir} already holds a lab; run down first")
-        plan(lab_id or "0000", lab_dir, rails, vfs_per_pf, ib_rails, pf_mtu, shape)
+        sizes = (rails, vfs_per_pf, ib_rails, pf_mtu, shape, tuple(rail_subnets))
+        plan(lab_id or "0000", lab_dir, *sizes)
         lab_id = _claim_id(lab_id)
-        manifest = plan(lab_id, lab_dir, rails, vfs_per_pf, ib_rails, pf_mtu, shape)
+        manifest = plan(lab_id, lab_dir, *sizes)
         lab = cls(lab_dir, replace(manifest, complete=False))
         try:
             # The marker first: whatever state the build ends in, `down` knows
@@ -440,6 +482,8 @@ class Lab:
                     f"{r.pf_peer} mtu {r.pf_mtu} netns {r.fabric_netns}\n"
                 )
                 host.append(f"link set {r.pf_netdev} up\n")
+            if r.pf_address_v4 and not netdevsim_pfs:
+                host.append(f"addr add {r.pf_address_v4} dev {r.pf_netdev}\n")
             for v in r.vfs:
                 host.append(
                     f"link add {v.netdev} type veth peer name {v.peer} "
@@ -473,7 +517,7 @@ class Lab:
             fabric = [
                 "link set lo up\n",
                 f"link add {r.bridge} mtu {r.pf_mtu} type bridge mcast_snooping 0\n",
-                f"addr add {r.gateway_v4}/24 dev {r.bridge}\n",
+                f"addr add {r.gateway_v4}/{r.subnet_v4.split('/')[1]} dev {r.bridge}\n",
                 f"addr add {r.gateway_v6}/64 dev {r.bridge} nodad\n",
                 *(f"link set {p} master {r.bridge} up\n" for p in ports),
                 f"link set {r.bridge} up\n",

@@ -4,7 +4,10 @@ it needs to reach the lab's agent through the warm-path shims."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,6 +29,31 @@ def lab_with_ipamd(root: Path, **spec: Any) -> Iterator[Lab]:
             yield lab
         finally:
             daemon.stop(lab.dir)
+
+
+@contextmanager
+def lab_with_agent(root: Path, **spec: Any) -> Iterator[Lab]:
+    """``lab_with_ipamd`` with the lab's agent started (one spare worker), so a
+    runtime execs the plugins through the shims (``warm_runtime``)."""
+    with lab_with_ipamd(root, **spec) as lab:
+        agent.start(lab.dir, spares=1)
+        try:
+            yield lab
+        finally:
+            agent.stop(lab.dir)
+
+
+def allocations(lab: Lab) -> list[Any]:
+    """What the lab's ipamd holds (``ipamd alloc list --json``)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "ipamd", "alloc", "list", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PATH": "/usr/bin:/bin", **daemon.client_env(lab.dir)},
+    )
+    held: list[Any] = json.loads(proc.stdout)
+    return held
 
 
 def sriov_conf(lab: Lab, window_ms: int | None = None) -> dict[str, Any]:

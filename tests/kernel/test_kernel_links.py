@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 
@@ -295,6 +296,26 @@ def test_routes_in_a_table_round_trip(links, pod):
     assert "default" not in {
         r["dst"] for r in ip_json(pod, "route", "show", "table", "1011")
     }
+
+
+def test_an_onlink_route_with_its_protocol_reads_back_and_is_written_again(links, pod):
+    a, _ = veth(pod)
+    links.set_up(a, pod)
+    links.add_address(a, "10.244.1.5/32", pod)
+    ip(pod, "route", "add", "default", "via", "169.254.1.1", "dev", a, "onlink",
+       "proto", "static", "metric", "100", "mtu", "1450", "advmss", "1410")  # fmt: skip
+    (read,) = [r for r in links.routes(254, socket.AF_INET, pod) if r.gw]
+    assert (read.onlink, read.protocol, read.metric, read.mtu, read.advmss) == (
+        True, 4, 100, 1450, 1410
+    )  # fmt: skip
+    links.add_route(replace(read, table=1013), pod)  # refused without onlink
+    (copy,) = ip_json(pod, "-d", "route", "show", "table", "1013")
+    assert "onlink" in copy["flags"]  # (and linkdown: the peer is down)
+    assert (copy["protocol"], copy["metric"]) == ("static", 100)
+    links.del_route(read, pod)
+    links.add_route(read, pod)  # restored as it was
+    (back,) = [r for r in links.routes(254, socket.AF_INET, pod) if r.gw]
+    assert back == read
 
 
 def test_add_route_twice_raises_link_exists(links, pod):

@@ -115,7 +115,7 @@ class Allocation(_message.Message):
     def __init__(self, pool: _Optional[str] = ..., ip: _Optional[str] = ..., version: _Optional[int] = ..., network: _Optional[str] = ..., container_id: _Optional[str] = ..., ifname: _Optional[str] = ..., netns: _Optional[str] = ..., pod_namespace: _Optional[str] = ..., pod_name: _Optional[str] = ..., pod_uid: _Optional[str] = ..., node: _Optional[str] = ..., sticky: _Optional[bool] = ..., created_at: _Optional[float] = ..., address: _Optional[str] = ...) -> None: ...
 
 class AllocateRequest(_message.Message):
-    __slots__ = ("client_version", "network", "container_id", "ifname", "netns", "pod_namespace", "pod_name", "pod_uid", "node", "ipv4_pools", "ipv6_pools", "requested_ips", "sticky")
+    __slots__ = ("client_version", "network", "container_id", "ifname", "netns", "pod_namespace", "pod_name", "pod_uid", "node", "ipv4_pools", "ipv6_pools", "requested_ips", "sticky", "match_master_subnet", "master", "master_addresses")
     CLIENT_VERSION_FIELD_NUMBER: _ClassVar[int]
     NETWORK_FIELD_NUMBER: _ClassVar[int]
     CONTAINER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -129,6 +129,9 @@ class AllocateRequest(_message.Message):
     IPV6_POOLS_FIELD_NUMBER: _ClassVar[int]
     REQUESTED_IPS_FIELD_NUMBER: _ClassVar[int]
     STICKY_FIELD_NUMBER: _ClassVar[int]
+    MATCH_MASTER_SUBNET_FIELD_NUMBER: _ClassVar[int]
+    MASTER_FIELD_NUMBER: _ClassVar[int]
+    MASTER_ADDRESSES_FIELD_NUMBER: _ClassVar[int]
     client_version: str
     network: str
     container_id: str
@@ -142,7 +145,10 @@ class AllocateRequest(_message.Message):
     ipv6_pools: _containers.RepeatedScalarFieldContainer[str]
     requested_ips: _containers.RepeatedScalarFieldContainer[str]
     sticky: bool
-    def __init__(self, client_version: _Optional[str] = ..., network: _Optional[str] = ..., container_id: _Optional[str] = ..., ifname: _Optional[str] = ..., netns: _Optional[str] = ..., pod_namespace: _Optional[str] = ..., pod_name: _Optional[str] = ..., pod_uid: _Optional[str] = ..., node: _Optional[str] = ..., ipv4_pools: _Optional[_Iterable[str]] = ..., ipv6_pools: _Optional[_Iterable[str]] = ..., requested_ips: _Optional[_Iterable[str]] = ..., sticky: _Optional[bool] = ...) -> None: ...
+    match_master_subnet: bool
+    master: str
+    master_addresses: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, client_version: _Optional[str] = ..., network: _Optional[str] = ..., container_id: _Optional[str] = ..., ifname: _Optional[str] = ..., netns: _Optional[str] = ..., pod_namespace: _Optional[str] = ..., pod_name: _Optional[str] = ..., pod_uid: _Optional[str] = ..., node: _Optional[str] = ..., ipv4_pools: _Optional[_Iterable[str]] = ..., ipv6_pools: _Optional[_Iterable[str]] = ..., requested_ips: _Optional[_Iterable[str]] = ..., sticky: _Optional[bool] = ..., match_master_subnet: _Optional[bool] = ..., master: _Optional[str] = ..., master_addresses: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class AllocateReply(_message.Message):
     __slots__ = ("ips", "routes")

@@ -121,7 +121,7 @@ def test_a_5000_digit_ipversion_names_the_field(apply, daemon) -> None:
     assert "'spec.ipVersion'" in err.details
 
 
-@pytest.mark.parametrize("value", ['"4"', "0", "ipv4", "4.0", "true"])
+@pytest.mark.parametrize("value", ['"4"', "0", "IPv4", "4.0", "true"])
 def test_ipversion_follows_spiderpool_types(apply, value) -> None:
     out = one_line_error(apply(pool_yaml(ipVersion=value)))
     assert "INVALID_ARGUMENT: SpiderIPPool rail1: invalid 'spec.ipVersion'" in out

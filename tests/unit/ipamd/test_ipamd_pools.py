@@ -94,11 +94,17 @@ def test_older_doc_form_to_via_routes_are_accepted() -> None:
     ]
 
 
-@pytest.mark.parametrize("written", ["ipv4", "IPv4", "4", " 4 "])
+@pytest.mark.parametrize("written", ["IPv4", "4", " 4 "])
 def test_ipversion_as_a_string_is_refused_with_the_integer_form(written) -> None:
-    # Spiderpool's CRD types ipVersion as an integer; older guides wrote ipv4.
+    # Spiderpool's CRD types ipVersion as an integer.
     with pytest.raises(PoolError, match=r"must be the integer 4 or 6.*write 4"):
         pool_from_spec("p", {**RAIL, "ipVersion": written})
+
+
+def test_ipversion_written_ipv4_as_the_roce_guide_does_is_read_as_4() -> None:
+    assert pool_from_spec("p", {**RAIL, "ipVersion": "ipv4"}).version == 4
+    with pytest.raises(PoolError, match="is not an IPv6 subnet"):
+        pool_from_spec("p", {**RAIL, "ipVersion": "ipv6"})
 
 
 @pytest.mark.parametrize("value", [0, 5, -4, True, 4.0, "", [], {}])

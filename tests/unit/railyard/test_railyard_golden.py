@@ -175,3 +175,39 @@ def test_08_names_its_kind_when_skipped(tmp_path: Path) -> None:
         "SriovNetworkNodePolicy (sriovnetwork.openshift.io/v1) is not railyard's: "
         "skipped"
     ]
+
+
+@pytest.mark.parametrize("version", ["0.3.1", "1.0.0", "1.1.0"])
+def test_spec_cni_version_renders_the_pinned_conflist_at_that_version(
+    version: str,
+) -> None:
+    text = seed("02-roce-pool-and-network.yaml").replace(
+        "  cniType: sriov\n", f'  cniVersion: "{version}"\n  cniType: sriov\n'
+    )
+    pinned = json.loads((GOLDEN / "02-roce-pool-and-network.conflist.json").read_text())
+    assert pinned["cniVersion"] == "1.0.0"  # the default
+    assert rendered(text).conflist == {**pinned, "cniVersion": version}
+
+
+def test_hijack_cidr_is_rendered_and_only_keys_without_an_equivalent_warn(
+    tmp_path: Path,
+) -> None:
+    text = seed("02-roce-pool-and-network.yaml").replace(
+        "  cniType: sriov\n",
+        "  coordinator:\n"
+        "    hijackCIDR: [10.96.0.0/12, 10.244.0.0/16]\n"
+        "    podMACPrefix: 0a:1b\n"
+        "  cniType: sriov\n",
+    )
+    docs = documents.load([("02-hijack.yaml", text)])
+    plan = apply.plan(docs, PoolsOf("gpu1-net11"), Options(conf_dir=tmp_path))
+    (network,) = plan.networks
+    assert network.conflist["plugins"][0]["hijackCIDR"] == [
+        "10.96.0.0/12",
+        "10.244.0.0/16",
+    ]
+    assert [w for w in plan.warnings if "coordinator" in w] == [
+        "02-hijack.yaml document 2: SpiderMultusConfig spiderpool/gpu1-sriov: "
+        "coordinator podMACPrefix have no equivalent in railyard's plugins and "
+        "are ignored"
+    ]

@@ -128,7 +128,33 @@ def test_cni_version_annotation(version: str, ok: bool) -> None:
     if ok:
         assert render.conflist(parse(body))["cniVersion"] == version
     else:
-        assert errors(body) == [f"unsupported CNI version {version}"]
+        assert errors(body) == [
+            f"unsupported CNI version {version} (railyard renders "
+            "0.3.0, 0.3.1, 0.4.0, 1.0.0, 1.1.0)"
+        ]
+
+
+@pytest.mark.parametrize("version", ["0.3.1", "1.0.0", "1.1.0"])
+def test_spec_cni_version_selects_the_rendered_version(version: str) -> None:
+    body = smc(sriov())
+    body["spec"]["cniVersion"] = version
+    assert errors(body) == []
+    assert render.conflist(parse(body))["cniVersion"] == version
+
+
+def test_rendered_networks_default_to_cni_1_0_0() -> None:
+    assert render.conflist(parse(smc(sriov())))["cniVersion"] == "1.0.0"
+
+
+def test_spec_cni_version_wins_over_the_annotation_and_is_validated() -> None:
+    body = smc(sriov(), **{"multus.spidernet.io/cni-version": "0.3.1"})
+    body["spec"]["cniVersion"] = "1.1.0"
+    assert render.conflist(parse(body))["cniVersion"] == "1.1.0"
+    body["spec"]["cniVersion"] = "2.0.0"
+    assert errors(body) == [
+        "unsupported CNI version 2.0.0 (railyard renders "
+        "0.3.0, 0.3.1, 0.4.0, 1.0.0, 1.1.0)"
+    ]
 
 
 def test_custom_nad_name_must_be_a_dns_subdomain() -> None:
@@ -194,6 +220,7 @@ def test_coordinator_settings_become_our_plugin_keys() -> None:
                 "tunePodRoutes": False,
                 "detectGateway": False,
                 "hijackCIDR": ["10.0.0.0/8"],
+                "podMACPrefix": "0a:1b",
             },
             "chainCNIJsonData": ['{"type":"sbr"}'],
         }
@@ -206,7 +233,13 @@ def test_coordinator_settings_become_our_plugin_keys() -> None:
     assert main["policyRouting"] is False
     assert main["detectGateway"] is False
     assert "detectIPConflict" not in main  # unset: our plugin's default
-    assert net.coordinator.ignored == ("hijackCIDR",)
+    assert main["hijackCIDR"] == ["10.0.0.0/8"]
+    assert net.coordinator.ignored == ("podMACPrefix",)
+
+
+def test_hijack_cidr_entries_must_be_cidrs() -> None:
+    body = smc({**sriov(), "coordinator": {"hijackCIDR": ["10.96.0.0/12", "svc"]}})
+    assert errors(body) == ["hijackCIDR 'svc' is not a CIDR"]
 
 
 def test_disabled_coordinator_turns_policy_routing_off() -> None:

@@ -7,6 +7,8 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
 from railyard_sim.lab import plan
 from railyard_sim.pods import conflist
 from railyard_sim.runtime import plugin_bin_dir
@@ -57,3 +59,23 @@ def test_plugin_bin_dir_offers_the_cni_type_names_as_launchers_of_this_lab(
     assert script.startswith(f"#!{sys.executable} -I\n")
     assert f"run('sriov', {str(tmp_path)!r})" in script
     assert os.access(bins / "sriov", os.X_OK)
+
+
+def test_per_node_rail_subnets_put_the_gateway_first_and_the_pf_last(
+    tmp_path: Path,
+) -> None:
+    subnets = ["172.16.2.0/27", "172.16.2.32/27"]
+    rails = plan("beef", tmp_path, 2, 1, 0, rail_subnets=subnets).rails
+    assert [
+        (r.subnet_v4, r.gateway_v4, r.range_v4, r.pf_address_v4) for r in rails
+    ] == [
+        ("172.16.2.0/27", "172.16.2.1", "172.16.2.2-172.16.2.29", "172.16.2.30/27"),
+        ("172.16.2.32/27", "172.16.2.33", "172.16.2.34-172.16.2.61", "172.16.2.62/27"),
+    ]
+    # without them: the cluster-wide /24 per rail, no PF address
+    assert plan("beef", tmp_path, 1, 1, 0).rails[0].pf_address_v4 == ""
+
+
+def test_rail_subnets_must_name_one_subnet_per_roce_rail(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="one IPv4 subnet per RoCE rail"):
+        plan("beef", tmp_path, 2, 1, 0, rail_subnets=["172.16.2.0/27"])
