@@ -21,6 +21,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -35,6 +36,8 @@ DIR = "agent"
 SHIM_BIN_DIR = "warm-bin"
 PID = "agent.pid"
 LOG = "agent.log"
+#: The lab agent's reconcile interval (seconds) unless told otherwise.
+RECONCILE_INTERVAL = 30.0
 
 
 class AgentError(RuntimeError):
@@ -115,9 +118,20 @@ def running_pid(lab_dir: Path) -> int | None:
 
 
 def start(
-    lab_dir: Path, timeout: float = 20.0, max_workers: int = 16, spares: int = 2
+    lab_dir: Path,
+    timeout: float = 20.0,
+    max_workers: int = 16,
+    spares: int = 2,
+    reconcile_interval: float = RECONCILE_INTERVAL,
+    state_dir: Path | None = None,
 ) -> int:
-    """Start the lab's agent; return once its socket exists (it then accepts)."""
+    """Start the lab's agent; return once its socket exists (it then accepts).
+
+    Its reconcile (``cni.agent.reconcile``) runs every ``reconcile_interval``
+    seconds (0: off) over the records in ``state_dir`` (default the lab's,
+    ``<lab>/state``), without a container runtime: the lab has none, and a
+    runtime on the machine (containerd for the conformance tier) knows none of
+    the lab's pods."""
     lab_dir = Path(lab_dir).absolute()
     sock = socket_path(lab_dir)
     sock.parent.mkdir(mode=0o700, exist_ok=True)
@@ -134,7 +148,11 @@ def start(
         str(max_workers),
         "--spare-workers",
         str(spares),
+        "--reconcile-interval",
+        str(reconcile_interval),
     ]
+    if state_dir is not None:
+        cmd += ["--state-dir", str(state_dir)]
     with open(sock.parent / LOG, "ab") as log:
         proc = subprocess.Popen(
             cmd,
@@ -187,12 +205,38 @@ def remove_files(lab_dir: Path) -> None:
         pass
 
 
+def lab_reconciler(
+    lab: Path, table: PluginTable, interval: float, state_dir: Path | None
+) -> Callable[[], None] | None:
+    """The agent's reconcile over the lab's records, its plugins reaching the
+    lab's ipamd; None when ``interval`` is 0."""
+    if not interval:
+        return None
+    from cni.agent.reconcile import ReconcileSettings, reconciler_process
+    from railyard_sim.host import STATE_DIR
+
+    settings = ReconcileSettings(
+        interval=interval,
+        # Short intervals are for tests: keep a pass's pause above a few ms.
+        pass_timeout=max(60.0, interval * 10),
+    )
+    return reconciler_process(
+        table,
+        state_dir or lab / STATE_DIR,
+        settings,
+        cri_socket="",
+        env={**os.environ, **daemon.client_env(lab)},
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="railyard_sim.agent")
     parser.add_argument("--lab", type=Path, required=True)
     parser.add_argument("--socket", type=Path, required=True)
     parser.add_argument("--max-workers", type=int, default=16)
     parser.add_argument("--spare-workers", type=int, default=2)
+    parser.add_argument("--reconcile-interval", type=float, default=RECONCILE_INTERVAL)
+    parser.add_argument("--state-dir", type=Path, default=None)
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.INFO,
@@ -204,8 +248,9 @@ def main(argv: list[str] | None = None) -> int:
     from cni.agent.warmup import ipamd_channels, keep_ipamd_channels
 
     lab = args.lab.absolute()
+    table = sim_table(lab)
     agent = Agent(
-        sim_table(lab),
+        table,
         socket_path=args.socket,
         max_workers=args.max_workers,
         preload=(*PRELOAD, "railyard_sim.host", "railyard_sim.recording"),
@@ -213,6 +258,7 @@ def main(argv: list[str] | None = None) -> int:
         # The lab's plugins reach its ipamd through the environment.
         prepare=ipamd_channels(daemon.client_env(lab)),
         worker_setup=keep_ipamd_channels,
+        reconciler=lab_reconciler(lab, table, args.reconcile_interval, args.state_dir),
     )
     agent.warm()
     agent.bind()

@@ -52,12 +52,18 @@ def allocate(st: AllocState, cid: str, node: str, **kw: object) -> str:
 
 def released(st: AllocState, node: str, held: list[str], **kw: object) -> list[str]:
     outcome, _ = st.reconcile_node(
-        node, [(cid, "net1") for cid in held], ["rail1-net"], GRACE, **kw  # type: ignore[arg-type]
+        node,
+        [(cid, "net1") for cid in held],
+        ["rail1-net"],
+        GRACE,
+        **kw,  # type: ignore[arg-type]
     )
     return [lease.row.container_id or "" for lease in outcome.released]
 
 
-def test_an_allocation_of_a_pod_not_on_the_node_goes_after_the_grace_not_before() -> None:
+def test_an_allocation_of_a_pod_not_on_the_node_goes_after_the_grace_not_before() -> (
+    None
+):
     clock = Clock()
     st = state(clock)
     allocate(st, "on-a", "node-a")
@@ -164,5 +170,7 @@ def test_node_identity_on_the_unix_socket_is_ipamds_own_node() -> None:
 
 
 def test_tls_without_a_client_certificate_proves_no_node() -> None:
-    node, why = proven_node({"transport_security_type": [b"ssl"]}, "ipv4:1.2.3.4:1", "n")
+    node, why = proven_node(
+        {"transport_security_type": [b"ssl"]}, "ipv4:1.2.3.4:1", "n"
+    )
     assert node == "" and "client certificate" in why

@@ -1,0 +1,266 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The node agent's reconcile on the simulated host: no leak survives a missed DEL.
+
+The lab's agent runs its reconcile every ``INTERVAL`` seconds over the records
+the runtime's plugins write. Each case breaks an attachment the way a
+crashed or forgetful runtime does, never calls DEL, and waits for the agent:
+within two intervals the VF must be home with its name and MAC, the address
+released in ipamd and the record gone. ADDs and DELs that run while passes
+run (seeded timing) must come through untouched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cni.agent import reconcile_metrics
+from railyard_sim import agent, daemon
+from railyard_sim.lab import Lab, netns_name_of
+from railyard_sim.runtime import Attachment, plugin_bin_dir
+from tests.doubles.lab_ipamd import lab_with_ipamd, warm_runtime
+from tests.doubles.sriov_lab import link
+
+pytestmark = pytest.mark.integration
+
+INTERVAL = 0.5
+#: Two intervals with the pause's jitter (+-20%), plus the time one pass takes
+#: on a loaded 2-core CI host (a DEL run in-process, ~0.1-0.3 s here).
+TWO_INTERVALS = 2 * INTERVAL * 1.2 + 1.0
+NETWORK = "gpu1-sriov"
+
+
+@pytest.fixture
+def lab(tmp_path: Path) -> Iterator[Lab]:
+    with lab_with_ipamd(tmp_path, rails=1, vfs_per_pf=3) as lab:
+        agent.start(lab.dir, reconcile_interval=INTERVAL, state_dir=tmp_path / "state")
+        try:
+            yield lab
+        finally:
+            agent.stop(lab.dir, sig=signal.SIGKILL)
+
+
+@pytest.fixture
+def new_pod(lab: Lab) -> Iterator[Callable[[], str]]:
+    made: list[str] = []
+
+    def make() -> str:
+        name = lab.netns_name(f"r{os.urandom(3).hex()}")
+        subprocess.run(["ip", "netns", "add", name], check=True)
+        made.append(name)
+        return f"/var/run/netns/{name}"
+
+    try:
+        yield make
+    finally:
+        for name in made:
+            subprocess.run(
+                ["ip", "netns", "del", name], check=False, capture_output=True
+            )
+
+
+def conflist(lab: Lab, vf: int) -> dict[str, Any]:
+    r = lab.rail(1)
+    return {
+        "cniVersion": "1.0.0",
+        "name": NETWORK,
+        "plugins": [
+            {
+                "type": "sriov",
+                "deviceID": r.vfs[vf].pci,
+                "detectionWindowMs": 50,
+                "ipam": {"type": "spiderpool", "default_ipv4_ippool": [r.pool_v4]},
+            }
+        ],
+    }
+
+
+def allocations(lab: Lab) -> list[dict[str, Any]]:
+    out = subprocess.run(
+        [
+            daemon.ipamd_command(),
+            "alloc",
+            "list",
+            "--json",
+            "--socket",
+            str(daemon.socket_path(lab.dir)),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    rows: list[dict[str, Any]] = json.loads(out)
+    return rows
+
+
+def held_by(lab: Lab, cid: str) -> list[dict[str, Any]]:
+    return [a for a in allocations(lab) if a.get("containerID") == cid]
+
+
+def records_of(state: Path, cid: str) -> list[Path]:
+    return [p for p in state.rglob(f"{cid}-*.json")]
+
+
+def repaired_within(
+    lab: Lab, state: Path, cid: str, vf: int, mac: str, seconds: float
+) -> float:
+    """Seconds until the VF is home as its host name with its MAC, the address
+    released and the record gone; fails after ``seconds``."""
+    netdev = lab.rail(1).vfs[vf].netdev
+    start = time.monotonic()
+    while True:
+        home = link(netdev)
+        done = (
+            home is not None
+            and home["address"] == mac
+            and not held_by(lab, cid)
+            and not records_of(state, cid)
+        )
+        elapsed = time.monotonic() - start
+        if done:
+            return elapsed
+        assert elapsed < seconds, (
+            f"{cid} not repaired within {seconds:.1f}s: VF {home and home['address']}, "
+            f"held {held_by(lab, cid)}, records {records_of(state, cid)}; agent log:\n"
+            + agent_log(lab)[-3000:]
+        )
+        time.sleep(0.05)
+
+
+def agent_log(lab: Lab) -> str:
+    return (lab.dir / agent.DIR / agent.LOG).read_text(errors="replace")
+
+
+def repairs(state: Path) -> dict[str, int]:
+    return reconcile_metrics.ReconcileStats.load(
+        state / reconcile_metrics.STATS_FILE
+    ).repairs
+
+
+def test_a_pods_netns_deleted_without_a_del_is_repaired(
+    lab: Lab, new_pod: Callable[[], str], tmp_path: Path
+) -> None:
+    mac = link(lab.rail(1).vfs[0].netdev)["address"]
+    rt = warm_runtime(lab, tmp_path)
+    pod = new_pod()
+    rt.add(conflist(lab, 0), Attachment("cnetns", pod, "net1"))
+    assert held_by(lab, "cnetns")
+
+    # The runtime crashed after tearing the sandbox down: the netns is gone
+    # (the VF falls back to the host as net1, as real hardware does), no DEL.
+    lab.vanish_netns(pod, "net1")
+    took = repaired_within(lab, tmp_path / "state", "cnetns", 0, mac, TWO_INTERVALS)
+    assert link("net1") is None
+    assert repairs(tmp_path / "state") == {"netns-gone": 1}
+    assert "reconcile: finished cnetns/net1 of network gpu1-sriov" in agent_log(lab)
+    print(f"netns-gone repaired in {took:.2f}s")
+
+
+def test_a_vf_back_in_the_host_under_its_pod_name_is_repaired(
+    lab: Lab, new_pod: Callable[[], str], tmp_path: Path
+) -> None:
+    mac = link(lab.rail(1).vfs[1].netdev)["address"]
+    rt = warm_runtime(lab, tmp_path)
+    pod = new_pod()
+    rt.add(conflist(lab, 1), Attachment("cvfhome", pod, "net1"))
+
+    # The VF turns up in the host as net1 while the recorded netns path names
+    # a namespace that lives (the path reused): only the VF gives it away.
+    subprocess.run(
+        ["ip", "-n", netns_name_of(pod), "link", "set", "net1", "netns", "1"],
+        check=True,
+    )
+    assert link("net1") is not None
+    took = repaired_within(lab, tmp_path / "state", "cvfhome", 1, mac, TWO_INTERVALS)
+    assert link("net1") is None
+    assert repairs(tmp_path / "state") == {"vf-in-host": 1}
+    print(f"vf-in-host repaired in {took:.2f}s")
+
+
+def test_a_record_left_by_a_plugin_killed_mid_add_is_repaired(
+    lab: Lab, new_pod: Callable[[], str], tmp_path: Path
+) -> None:
+    vf = lab.rail(1).vfs[2]
+    mac = link(vf.netdev)["address"]
+    pod = new_pod()
+    conf = conflist(lab, 2)
+    plugin = {**conf["plugins"][0], "cniVersion": "1.0.0", "name": NETWORK}
+    plugin["detectionWindowMs"] = 4000  # the kill lands with the VF in the pod
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("CNI_")},
+        **daemon.client_env(lab.dir),
+        "RAILYARD_STATE_DIR": str(tmp_path / "state"),
+        "CNI_COMMAND": "ADD",
+        "CNI_CONTAINERID": "ckilled",
+        "CNI_NETNS": pod,
+        "CNI_IFNAME": "net1",
+        "CNI_PATH": str(plugin_bin_dir(lab.dir)),
+    }
+    # The plugin run directly (a runtime exec'ing it with no agent), killed.
+    proc = subprocess.Popen(
+        [str(plugin_bin_dir(lab.dir) / "sriov")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    assert proc.stdin is not None
+    proc.stdin.write(json.dumps(plugin).encode())
+    proc.stdin.close()
+    try:
+        deadline = time.monotonic() + 20
+        while link("net1", pod) is None or not held_by(lab, "ckilled"):
+            assert time.monotonic() < deadline and proc.poll() is None, "no ADD"
+            time.sleep(0.02)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    assert records_of(tmp_path / "state", "ckilled")
+
+    # The runtime saw ADD fail and dropped the sandbox, netns and all, and
+    # never ran DEL (it crashed too).
+    lab.vanish_netns(pod, "net1")
+    took = repaired_within(lab, tmp_path / "state", "ckilled", 2, mac, TWO_INTERVALS)
+    assert repairs(tmp_path / "state") == {"netns-gone": 1}
+    print(f"killed mid-ADD repaired in {took:.2f}s")
+
+
+@pytest.mark.parametrize("seed", [int(os.environ.get("RAILYARD_RACE_SEED", "2412"))])
+def test_adds_and_dels_during_passes_are_untouched(
+    lab: Lab, new_pod: Callable[[], str], tmp_path: Path, seed: int
+) -> None:
+    """Pods come and go on two VFs at seeded moments while passes run every
+    half second and one gone attachment waits on the third VF: every ADD
+    stays intact (CHECK) until its DEL, every DEL succeeds, only the gone one
+    is repaired."""
+    rng = random.Random(seed)
+    state = tmp_path / "state"
+    rt = warm_runtime(lab, tmp_path)
+    mac = link(lab.rail(1).vfs[2].netdev)["address"]
+    doomed = new_pod()
+    rt.add(conflist(lab, 2), Attachment("cdoomed", doomed, "net1"))
+    lab.vanish_netns(doomed, "net1")
+    for cycle in range(6):
+        vf = cycle % 2
+        att = Attachment(f"crace{cycle}", new_pod(), "net1")
+        time.sleep(rng.uniform(0, INTERVAL))
+        rt.add(conflist(lab, vf), att)
+        time.sleep(rng.uniform(0, INTERVAL))
+        rt.check(conflist(lab, vf), att)  # still as ADD left it
+        assert held_by(lab, att.container_id), f"seed {seed} cycle {cycle}"
+        rt.delete(conflist(lab, vf), att)
+        assert not held_by(lab, att.container_id)
+    repaired_within(lab, state, "cdoomed", 2, mac, TWO_INTERVALS)
+    assert repairs(state) == {"netns-gone": 1}, f"seed {seed}"
+    assert "crace" not in "".join(
+        line for line in agent_log(lab).splitlines() if "reconcile: finished" in line
+    )
