@@ -16,11 +16,13 @@ from railyard_sim.runtime import DEBIAN_BIN, Runtime
 
 
 @contextmanager
-def lab_with_ipamd(root: Path, **spec: Any) -> Iterator[Lab]:
+def lab_with_ipamd(
+    root: Path, node_reconcile_grace: float | None = None, **spec: Any
+) -> Iterator[Lab]:
     """``Lab.up(root / "lab", **spec)`` with its ipamd started and its pools
     applied; ipamd is stopped and the lab removed when the block ends."""
     with Lab.up(root / "lab", **spec) as lab:
-        daemon.start(lab.dir)
+        daemon.start(lab.dir, node_reconcile_grace=node_reconcile_grace)
         try:
             daemon.apply_pools(lab.dir, lab.pools_file)
             yield lab

@@ -15,6 +15,7 @@ import json
 import os
 import random
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -264,3 +265,62 @@ def test_adds_and_dels_during_passes_are_untouched(
     assert "crace" not in "".join(
         line for line in agent_log(lab).splitlines() if "reconcile: finished" in line
     )
+
+
+GRACE = 2.0
+
+
+def allocate_without_attachment(lab: Lab, cid: str) -> None:
+    """An address ipamd holds for this node that no attachment on it explains
+    (an ADD whose pod never reached the node, a record lost with a disk)."""
+    from ipamd.api.v1 import ipam_pb2 as pb
+    from ipamd.client import IpamdClient
+
+    with IpamdClient(str(daemon.socket_path(lab.dir)), timeout=5) as client:
+        client.allocate(
+            pb.AllocateRequest(
+                network=NETWORK,
+                container_id=cid,
+                ifname="net1",
+                node=os.environ.get("RAILYARD_NODE_NAME") or socket.gethostname(),
+                ipv4_pools=[lab.rail(1).pool_v4],
+            )
+        )
+
+
+def test_ipamd_releases_what_no_attachment_explains_after_its_grace_not_before(
+    tmp_path: Path,
+) -> None:
+    with lab_with_ipamd(
+        tmp_path, node_reconcile_grace=GRACE, rails=1, vfs_per_pf=1
+    ) as lab:
+        pod = lab.netns_name("rgrace")
+        subprocess.run(["ip", "netns", "add", pod], check=True)
+        agent.start(lab.dir, reconcile_interval=INTERVAL, state_dir=tmp_path / "state")
+        try:
+            rt = warm_runtime(lab, tmp_path)
+            live = Attachment("clive", f"/var/run/netns/{pod}", "net1")
+            rt.add(conflist(lab, 0), live)
+            allocate_without_attachment(lab, "cghost")
+            made = time.monotonic()
+            while time.monotonic() - made < GRACE - 0.3:
+                assert held_by(lab, "cghost"), "released before the grace period"
+                time.sleep(0.1)
+            while held_by(lab, "cghost"):
+                assert time.monotonic() - made < GRACE + TWO_INTERVALS, (
+                    "not released after the grace period:\n" + agent_log(lab)[-2000:]
+                )
+                time.sleep(0.1)
+            assert held_by(lab, "clive")
+            assert "ipamd released" in agent_log(lab)
+
+            # A node that stops reporting (its agent gone) loses nothing.
+            agent.stop(lab.dir, sig=signal.SIGKILL)
+            allocate_without_attachment(lab, "csilent")
+            time.sleep(GRACE + 2 * INTERVAL)
+            assert held_by(lab, "csilent") and held_by(lab, "clive")
+        finally:
+            agent.stop(lab.dir, sig=signal.SIGKILL)
+            subprocess.run(
+                ["ip", "netns", "del", pod], check=False, capture_output=True
+            )
