@@ -168,7 +168,7 @@ def bench_process(runs: int, pods: int) -> None:
 
 def bench_kernel(count: int) -> None:
     """Real ethtool ioctls on a veth in each of ``count`` namespaces."""
-    from cni.exporter.ethtool import EthtoolStats
+    from cni.kernel.ethtool import EthtoolStats
 
     names = [f"rybx{os.getpid() % 10000}-{i}" for i in range(count)]
     try:

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""CNI_ARGS (``K=V;K2=V2``) and the capability/``args.cni`` inputs of a netconf.
+"""CNI_ARGS (``K=V;K2=V2``), and which of it and the netconf's runtime inputs wins.
 
 ``parse_cni_args`` follows Go ``types.LoadArgs``: every pair must be exactly
 ``K=V`` (``ARGS: invalid pair "x"``), keys are case-sensitive, unknown keys fail
@@ -7,14 +7,15 @@ with ``ARGS: unknown args ["K=V"]`` unless ``IgnoreUnknown`` is ``1``/``true``
 (any case); values of the boolean key must be 1/0/true/false. Errors are
 CniError code 2 (UNSUPPORTED_FIELD: the spec's "the msg must name the key").
 
-The runtime-supplied inputs (SPEC.md "Capabilities" / CONVENTIONS.md):
-``runtimeConfig.mac``, ``runtimeConfig.ips``, ``runtimeConfig.infinibandGUID``,
-``runtimeConfig.deviceID`` and ``args.cni.{ips,mac,guid}``. Per CONVENTIONS.md
+The runtime-supplied inputs of the netconf (SPEC.md "Capabilities" /
+CONVENTIONS.md: ``runtimeConfig.{mac,ips,infinibandGUID,deviceID}``,
+``args.cni.{ips,mac,guid}``) are read by ``cni.netconf_fields``. Per CONVENTIONS.md
 ``args.cni.ips`` is preferred over CNI_ARGS ``IP``; the sriov-cni order for
 the MAC is runtimeConfig.mac > CNI_ARGS MAC > config ``mac`` (the last is the
 plugin's, not read here).
 
-Pure standard library; imports ``cni.errors`` only.
+Pure standard library; imports ``cni.errors`` and ``cni.netconf_fields``
+(which reads the netconf's values) only.
 """
 
 from __future__ import annotations
@@ -24,7 +25,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cni.errors import INVALID_CONFIG, UNSUPPORTED_FIELD, CniError
+from cni.errors import UNSUPPORTED_FIELD, CniError
+from cni.netconf_fields import (
+    args_cni_guid,
+    args_cni_ips,
+    args_cni_mac,
+    runtime_infiniband_guid,
+    runtime_ips,
+    runtime_mac,
+)
 
 #: The keys our plugins accept in CNI_ARGS (multus + sriov-cni + ib-sriov-cni).
 KNOWN_KEYS: frozenset[str] = frozenset(
@@ -119,83 +128,7 @@ def parse_cni_args(raw: str, known: frozenset[str] = KNOWN_KEYS) -> CniArgs:
 
 
 # --------------------------------------------------------------------------
-# runtimeConfig and args.cni (netconf dict in, plain values out)
-
-
-def _conf_err(key: str, want: str, val: Any) -> CniError:
-    return CniError(
-        INVALID_CONFIG, "invalid network config", f"{key} must be {want}, got {val!r}"
-    )
-
-
-def _section(conf: Mapping[str, Any], *path: str) -> Mapping[str, Any]:
-    cur: Mapping[str, Any] = conf
-    for i, key in enumerate(path):
-        val = cur.get(key)
-        if val is None:
-            return {}
-        if not isinstance(val, Mapping):
-            raise _conf_err(".".join(path[: i + 1]), "an object", val)
-        cur = val
-    return cur
-
-
-def _opt_str(section: Mapping[str, Any], key: str, where: str) -> str:
-    val = section.get(key)
-    if val is None:
-        return ""
-    if not isinstance(val, str):
-        raise _conf_err(f"{where}.{key}", "a string", val)
-    return val
-
-
-def _str_list(section: Mapping[str, Any], key: str, where: str) -> tuple[str, ...]:
-    val = section.get(key)
-    if val is None:
-        return ()
-    if not isinstance(val, list) or not all(isinstance(v, str) for v in val):
-        raise _conf_err(f"{where}.{key}", "a list of strings", val)
-    return tuple(val)
-
-
-def runtime_mac(conf: Mapping[str, Any]) -> str:
-    """``runtimeConfig.mac`` (capability ``mac``) or ""."""
-    return _opt_str(_section(conf, "runtimeConfig"), "mac", "runtimeConfig")
-
-
-def runtime_ips(conf: Mapping[str, Any]) -> tuple[str, ...]:
-    """``runtimeConfig.ips`` (capability ``ips``): CIDRs the runtime asks for."""
-    return _str_list(_section(conf, "runtimeConfig"), "ips", "runtimeConfig")
-
-
-def runtime_infiniband_guid(conf: Mapping[str, Any]) -> str:
-    """``runtimeConfig.infinibandGUID`` (capability ``infinibandGUID``) or ""."""
-    return _opt_str(_section(conf, "runtimeConfig"), "infinibandGUID", "runtimeConfig")
-
-
-def runtime_device_id(conf: Mapping[str, Any]) -> str:
-    """``runtimeConfig.deviceID`` (capability ``deviceID``) or ""."""
-    return _opt_str(_section(conf, "runtimeConfig"), "deviceID", "runtimeConfig")
-
-
-def args_cni(conf: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The ``args.cni`` object (multus ``cni-args``) or {}."""
-    return _section(conf, "args", "cni")
-
-
-def args_cni_ips(conf: Mapping[str, Any]) -> tuple[str, ...]:
-    """``args.cni.ips`` (CONVENTIONS.md), preferred over CNI_ARGS ``IP``."""
-    return _str_list(args_cni(conf), "ips", "args.cni")
-
-
-def args_cni_guid(conf: Mapping[str, Any]) -> str:
-    """``args.cni.guid`` (ib-sriov-cni) or ""."""
-    return _opt_str(args_cni(conf), "guid", "args.cni")
-
-
-def args_cni_mac(conf: Mapping[str, Any]) -> str:
-    """``args.cni.mac`` or ""."""
-    return _opt_str(args_cni(conf), "mac", "args.cni")
+# Precedence between the netconf's runtime inputs and CNI_ARGS
 
 
 def requested_ips(conf: Mapping[str, Any], cni_args: CniArgs) -> tuple[str, ...]:

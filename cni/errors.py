@@ -55,7 +55,3 @@ class CniError(Exception):
 
     def __repr__(self) -> str:
         return f"CniError({self.code}, {self.msg!r}, {self.details!r})"
-
-
-def invalid_config(msg: str, details: str = "") -> CniError:
-    return CniError(INVALID_CONFIG, msg, details)

@@ -609,93 +609,134 @@ def run_plugin(
     if argv is None:
         argv = sys.argv[1:] if proc_mode else ()
     if any(a in ("-v", "--version") for a in argv):
-        stdout.write(about + "\n")
-        stdout.write(
-            f"CNI protocol versions supported: {', '.join(supported_versions)}\n"
-        )
-        stdout.flush()
+        _print_about(stdout, about, supported_versions)
         return 0
 
     out = _deadline.OutputOnce(stdout)
-    ctx = logs.LogContext(plugin=plugin_name, command=env.get("CNI_COMMAND", ""))
-    setups = [logs.configure(stderr=stderr, ctx=ctx)]
-    state = {"version": _version.CURRENT}
+    session = _Session(env, stderr, plugin_name)
+    try:
+        timer = _deadline.Deadline(
+            _deadline.resolve_seconds(deadline_seconds, env, session.command),
+            session.command,
+            out,
+            session.render,
+            grace=_deadline.resolve_grace(env),
+        )
+        undo: list[Callable[[], None]] = []
+        try:
+            with timer:
+                doc = _command_doc(
+                    env, funcs, about, supported_versions, stdin, stderr, session, undo
+                )
+                timer.disarm()
+            code = 0
+        except BaseException as exc:  # noqa: BLE001 - every failure must become JSON
+            timer.disarm()
+            doc, code = session.render(_reported(exc, session.command)), 1
+        return _deliver(doc, code, undo, out, stdout, env, proc_mode)
+    finally:
+        session.close()
 
-    def render(err: CniError) -> str:
-        return _error_doc(err, state["version"])
 
-    def setup(ca: CmdArgs) -> None:
+def _print_about(stdout: IO[str], about: str, supported: Sequence[str]) -> None:
+    stdout.write(about + "\n")
+    stdout.write(f"CNI protocol versions supported: {', '.join(supported)}\n")
+    stdout.flush()
+
+
+class _Session:
+    """One command's logging and reply version: stderr at first, then the
+    netconf's ``logLevel``/``logFile``, and its ``cniVersion`` for errors."""
+
+    def __init__(self, env: Mapping[str, str], stderr: IO[str], plugin: str) -> None:
+        self.command = env.get("CNI_COMMAND", "")
+        self.version = _version.CURRENT
+        self._stderr = stderr
+        self._ctx = logs.LogContext(plugin=plugin, command=self.command)
+        self._setup = logs.configure(stderr=stderr, ctx=self._ctx)
+
+    def adopt(self, ca: CmdArgs) -> None:
+        """Follow the netconf: its version for errors, its log level and file."""
         conf = ca.netconf
         raw_version = conf.get("cniVersion")
         if isinstance(raw_version, str) and raw_version:
-            state["version"] = raw_version
+            self.version = raw_version
         level, log_file = conf.get("logLevel", ""), conf.get("logFile", "")
-        ctx.container_id, ctx.ifname = ca.container_id, ca.ifname
+        self._ctx.container_id, self._ctx.ifname = ca.container_id, ca.ifname
         if (level or log_file) and isinstance(level, str) and isinstance(log_file, str):
-            setups[0].close()
-            setups[0] = logs.configure(level, log_file, stderr=stderr, ctx=ctx)
+            self._setup.close()
+            self._setup = logs.configure(
+                level, log_file, stderr=self._stderr, ctx=self._ctx
+            )
 
-    seconds = _deadline.resolve_seconds(
-        deadline_seconds, env, env.get("CNI_COMMAND", "")
-    )
-    timer = _deadline.Deadline(
-        seconds,
-        env.get("CNI_COMMAND", ""),
-        out,
-        render,
-        grace=_deadline.resolve_grace(env),
-    )
-    doc = ""
-    code = 0
-    undo: list[Callable[[], None]] = []
+    def render(self, err: CniError) -> str:
+        return _error_doc(err, self.version)
+
+    def close(self) -> None:
+        self._setup.close()
+
+
+def _command_doc(
+    env: Mapping[str, str],
+    funcs: PluginFuncs | FuncsFactory,
+    about: str,
+    supported: Sequence[str],
+    stdin: IO[bytes] | IO[str],
+    stderr: IO[str],
+    session: _Session,
+    undo: list[Callable[[], None]],
+) -> str:
+    """Read the env, run the command; the document to print ("" = none)."""
     try:
-        with timer:
-            try:
-                ca = _env_cmd_args(env)
-            except CniError as e:
-                if e.code == INVALID_ENV and env.get("CNI_COMMAND", "") == "" and about:
-                    # A human ran the binary by hand: tell them what it is (Go
-                    # skel does this and exits 0; the spec wants error 4).
-                    stderr.write(about + "\n")
-                    stderr.write(
-                        "CNI protocol versions supported: "
-                        f"{', '.join(supported_versions)}\n"
-                    )
-                    stderr.flush()
-                raise
-            doc = _dispatch(ca, funcs, supported_versions, stdin, setup, undo)
-            timer.disarm()
-    except BaseException as exc:  # noqa: BLE001 - every failure must become JSON
-        timer.disarm()
-        err = _as_cni_error(exc)
-        command = env.get("CNI_COMMAND", "") or "command"
-        if isinstance(exc, CniError) or _is_ipam_error(exc):
-            log.error("%s failed: %s", command, err)
-        elif isinstance(exc, _deadline.DeadlineExceeded):
-            # The traceback shows where the command was stuck.
-            log.error("%s: %s", command, exc, exc_info=exc)
+        ca = _env_cmd_args(env)
+    except CniError as e:
+        if e.code == INVALID_ENV and session.command == "" and about:
+            # A human ran the binary by hand: tell them what it is (Go
+            # skel does this and exits 0; the spec wants error 4).
+            _print_about(stderr, about, supported)
+        raise
+    return _dispatch(ca, funcs, supported, stdin, session.adopt, undo)
+
+
+def _reported(exc: BaseException, command: str) -> CniError:
+    """The error JSON's content for ``exc``, logged once with what helps."""
+    err = _as_cni_error(exc)
+    command = command or "command"
+    if isinstance(exc, CniError) or _is_ipam_error(exc):
+        log.error("%s failed: %s", command, err)
+    elif isinstance(exc, _deadline.DeadlineExceeded):
+        # The traceback shows where the command was stuck.
+        log.error("%s: %s", command, exc, exc_info=exc)
+    else:
+        log.error("%s failed unexpectedly: %s", command, err, exc_info=exc)
+    return err
+
+
+def _deliver(
+    doc: str,
+    code: int,
+    undo: list[Callable[[], None]],
+    out: _deadline.OutputOnce,
+    stdout: IO[str],
+    env: Mapping[str, str],
+    proc_mode: bool,
+) -> int:
+    """Print the one document; take back an ADD whose result is not delivered."""
+    if code != 0 and undo:
+        # ADD finished but its result could not be made (conversion, the
+        # deadline): the runtime sees an error and will not DEL.
+        _take_back(RuntimeError("the result could not be built"), undo, env)
+    if not doc:
+        return code
+    try:
+        out.write(doc)
+    except (OSError, ValueError) as exc:  # ValueError: stdout closed
+        if code == 0:
+            _take_back(exc, undo, env)
         else:
-            log.error("%s failed unexpectedly: %s", command, err, exc_info=exc)
-        doc = render(err)
-        code = 1
-    try:
-        if code != 0 and undo:
-            # ADD finished but its result could not be made (conversion, the
-            # deadline): the runtime sees an error and will not DEL.
-            _take_back(RuntimeError("the result could not be built"), undo, env)
-        if doc:
-            try:
-                out.write(doc)
-            except (OSError, ValueError) as exc:  # ValueError: stdout closed
-                if code == 0:
-                    _take_back(exc, undo, env)
-                else:
-                    log.error("cannot write the error to stdout: %s", exc)
-                _discard_stdout(stdout, proc_mode)
-                code = 1
-    finally:
-        for s in setups:
-            s.close()
+            log.error("cannot write the error to stdout: %s", exc)
+        _discard_stdout(stdout, proc_mode)
+        return 1
     return code
 
 

@@ -1,9 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """The CNI data model: the NetConf base fields and the Result with its versions.
 
-Pure standard library (plus ``cni.errors``/``cni.version``), so VERSION and
-config errors stay cheap. ``ipaddress`` types inside, strings only at the JSON
-boundary (``from_json`` / ``to_json``).
+Pure standard library (plus ``cni.{errors,version,netconf_fields}``), so
+VERSION and config errors stay cheap. ``ipaddress`` types inside, strings only
+at the JSON boundary (``from_json`` / ``to_json``).
 
 Result versions (SPEC.md "Result", Go ``pkg/types/{020,040,100}``):
 
@@ -27,23 +27,13 @@ Result versions (SPEC.md "Result", Go ``pkg/types/{020,040,100}``):
 from __future__ import annotations
 
 import ipaddress
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from cni.errors import DECODE_FAILURE, INCOMPATIBLE_VERSION, INVALID_CONFIG, CniError
+from cni import netconf_fields as fields
+from cni.errors import DECODE_FAILURE, INCOMPATIBLE_VERSION, CniError
 from cni.version import ALL, READABLE, parse
-
-#: A full PCI function address, DDDD:BB:DD.F ("0000:af:00.2"): the one
-#: validator of ``deviceID`` and of every address sysfs is asked about.
-PCI_ADDRESS = re.compile(r"[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]")
-
-
-def is_pci_address(value: str) -> bool:
-    """True for a full PCI function address such as ``0000:af:00.2``."""
-    return PCI_ADDRESS.fullmatch(value) is not None
-
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPInterface = ipaddress.IPv4Interface | ipaddress.IPv6Interface
@@ -369,14 +359,6 @@ class Result:
 # NetConf
 
 
-def _conf_type_error(key: str, want: str, val: Any) -> CniError:
-    return CniError(
-        INVALID_CONFIG,
-        "invalid network config",
-        f"{key!r} must be {want}, got {val!r}",
-    )
-
-
 @dataclass(slots=True)
 class NetConf:
     """The fields every plugin config shares (Go ``types.NetConf`` + conventions).
@@ -403,38 +385,24 @@ class NetConf:
 
     @classmethod
     def from_dict(cls, conf: Mapping[str, Any]) -> NetConf:
-        """Type-check the common keys; CniError(7) names the offending key."""
+        """Type-check the common keys (``cni.netconf_fields``: code 6 names the key)."""
 
         def text(key: str) -> str:
-            val = conf.get(key, "")
-            if val is None:
-                return ""
-            if not isinstance(val, str):
-                raise _conf_type_error(key, "a string", val)
-            return val
+            return fields.opt_str(conf, key) or ""
 
         def obj(key: str) -> dict[str, Any]:
-            val = conf.get(key)
-            if val is None:
-                return {}
-            if not isinstance(val, Mapping):
-                raise _conf_type_error(key, "an object", val)
-            return dict(val)
+            return dict(fields.opt_object(conf, key) or {})
 
         version = text("cniVersion") or "0.1.0"
         caps = obj("capabilities")
-        for k, v in caps.items():
-            if not isinstance(v, bool):
-                raise _conf_type_error(f"capabilities.{k}", "a boolean", v)
-        raw_prev = conf.get("prevResult")
+        for k in caps:
+            fields.opt_bool(caps, k, "capabilities")
+        raw_prev = fields.opt_object(conf, "prevResult")
         prev: Result | None = None
         if raw_prev is not None:
-            if not isinstance(raw_prev, Mapping):
-                raise _conf_type_error("prevResult", "an object", raw_prev)
             prev = Result.from_json(raw_prev, version)
         ipam = obj("ipam")
-        if "type" in ipam and not isinstance(ipam["type"], str):
-            raise _conf_type_error("ipam.type", "a string", ipam["type"])
+        fields.opt_str(ipam, "type", "ipam")
         return cls(
             cni_version=version,
             name=text("name"),
@@ -456,3 +424,32 @@ class NetConf:
         """``ipam.type`` or "" when the config has no IPAM."""
         val = self.ipam.get("type", "")
         return val if isinstance(val, str) else ""
+
+
+class BaseFields:
+    """The ``base`` netconf keys as attributes (``ipam_glue.IpamConf`` needs
+    ``name``, ``ipam``, ``ipam_type`` and ``raw``); mixed into the plugins'
+    frozen dataclasses, which hold ``base``."""
+
+    __slots__ = ()
+    base: NetConf
+
+    @property
+    def cni_version(self) -> str:
+        return self.base.cni_version
+
+    @property
+    def name(self) -> str:
+        return self.base.name
+
+    @property
+    def ipam(self) -> dict[str, Any]:
+        return self.base.ipam
+
+    @property
+    def ipam_type(self) -> str:
+        return self.base.ipam_type
+
+    @property
+    def raw(self) -> dict[str, Any]:
+        return self.base.raw

@@ -3,9 +3,12 @@
 
 Imports nothing itself (importing ``cni.attach`` must cost nothing). Modules:
 
-- ``lifecycle``: ``attach(deps, AttachSpec, ipam, hooks)`` -> ``Attached``;
-  ``detach(deps, DetachRequest, ipam)``; ``check(...)``; ``gc(...)``;
-  ``restore(deps, VfState, netns)`` (DEL's idempotent undo from the record).
+- ``attach``: ADD, ``attach(deps, AttachSpec, ipam, hooks)`` -> ``Attached``.
+- ``detach``: DEL, ``detach(deps, DetachRequest, ipam)``.
+- ``restore``: ``restore(deps, VfState, netns)``, the idempotent undo from the
+  record that DEL and a reclaiming ADD run.
+- ``check``: CHECK, ``check(...)``.
+- ``gc``: GC, ``gc(...)``.
 - the record it keeps (``VfState``, cached before the first change) lives in
   ``cni.record``, reached through ``Deps.records``.
 - ``device``: ``resolve_vf(sysfs, pci)`` -> ``VfDevice`` (PF, VF index,

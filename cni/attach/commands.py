@@ -14,14 +14,15 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
-from cni.attach.conf import detection_window
+from cni.attach.attach import AttachSpec, RoutingPolicy
+from cni.attach.check import check
 from cni.attach.detection import DetectionPolicy
 from cni.attach.ipam_glue import IpamConf, ipam_request
-from cni.attach.lifecycle import AttachSpec, RoutingPolicy, check
 from cni.attach.teardown import ipam_netconf
 from cni.errors import CHECK_FAILED, CniError
 from cni.ipam import IpamError, check_plugin_type
 from cni.ipam.choose import IPAMD_TYPES
+from cni.netconf_fields import detection_window
 from cni.record.vf import PfSettings
 from cni.types import Result
 

@@ -39,14 +39,14 @@ from cni.kernel import (
     NotSupported,
     Probes,
 )
+from cni.netconf_fields import DEFAULT_DETECTION_WINDOW_MS
 
 log = logging.getLogger(__name__)
 
 ARPHRD_INFINIBAND = 32
 
 
-DEFAULT_WINDOW = 0.09
-MAX_WINDOW = 10.0
+DEFAULT_WINDOW = DEFAULT_DETECTION_WINDOW_MS / 1000
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,7 +2,7 @@
 """The IPAM request an ADD sends and the result it prints (sriov and ib-sriov).
 
 Standard library, ``cni.args``, ``cni.ipam``, ``cni.types`` and
-``cni.attach.lifecycle``'s ``Attached`` only. Both plugins' netconf classes
+``cni.attach.attach``'s ``Attached`` only. Both plugins' netconf classes
 satisfy ``IpamConf``; nothing here knows which plugin it serves. The
 railyard-ipam plugin builds its request with ``attachment_request`` too, so
 every binary names the pod and the node the same way.
@@ -20,7 +20,7 @@ from cni.ipam import IpamRequest
 from cni.types import DNS, Interface, IPConfig, Result, Route
 
 if TYPE_CHECKING:
-    from cni.attach.lifecycle import Attached
+    from cni.attach.attach import Attached
     from cni.skel import CmdArgs
 
 NODE_NAME_ENV = "RAILYARD_NODE_NAME"

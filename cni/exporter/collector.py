@@ -33,7 +33,7 @@ from prometheus_client.registry import Collector
 from cni.exporter import names
 from cni.exporter.owners import NO_OWNER, Owner, OwnerLabels
 from cni.exporter.records import PodNic, pod_nics
-from cni.exporter.sources import (
+from cni.kernel.stats import (
     NetdevStats,
     NetdevStatsSource,
     RdmaStats,

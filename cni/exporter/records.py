@@ -30,11 +30,10 @@ from pathlib import Path
 from cni.record.store import AttachmentRecords
 from cni.record.vf import Stage
 
-#: Stages of a record whose VF is in the pod: ADD moved it ("moved"), gave it
-#: its addresses ("addressed", the last one ADD writes) or finished
-#: ("attached"). Earlier ones are an ADD under way; "del-failed",
-#: "awaiting-vf", "restored" and "release-pending" belong to a pod on its way out.
-IN_POD = frozenset({Stage.MOVED, Stage.ADDRESSED, Stage.ATTACHED})
+#: Stages of a record whose VF is in the pod (the last one an ADD writes is
+#: one of them). An earlier one is an ADD under way; the DEL stages belong to
+#: a pod on its way out.
+IN_POD = frozenset({Stage.NETDEV_IN_POD, Stage.ADDRESSES_RECORDED})
 
 
 @dataclass(frozen=True, slots=True)

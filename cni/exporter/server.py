@@ -24,7 +24,7 @@ from prometheus_client import CollectorRegistry
 
 from cni.exporter.collector import RdmaCollector
 from cni.exporter.owners import OwnerLabels
-from cni.exporter.sources import NetdevStatsSource, RdmaStatsSource, SysfsRdmaStats
+from cni.kernel.stats import NetdevStatsSource, RdmaStatsSource, SysfsRdmaStats
 from cni.kernel.sysfs import Sysfs
 from ipamd.http_endpoint import HttpEndpoint, parse_listen
 
@@ -44,11 +44,11 @@ def build_collector(
     """The collector over the node's records and sources (real ones unless
     given: the simulated host passes its own)."""
     if netdev is None:
-        from cni.exporter.ethtool import EthtoolStats
+        from cni.kernel.ethtool import EthtoolStats
 
         netdev = EthtoolStats()
     if rdma is None:
-        from cni.exporter.rdma_netlink import NetlinkRdmaStats
+        from cni.kernel.rdma_stats import NetlinkRdmaStats
 
         rdma = NetlinkRdmaStats(SysfsRdmaStats(sysfs_root))
     return RdmaCollector(

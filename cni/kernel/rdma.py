@@ -1,15 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """NETLINK_RDMA (nldev) adapter: the RDMA netns mode and moving RDMA devices.
 
-pyroute2 0.9 has no NETLINK_RDMA support, so the three nldev messages the
-plugins need are defined here on pyroute2's netlink core (``nlmsg`` for the
-encoding, ``Marshal`` + ``NetlinkSocket`` for the conversation). Every number
-below comes from the kernel uapi headers: ``linux/netlink.h`` (NETLINK_RDMA)
-and ``rdma/rdma_netlink.h`` (RDMA_NL_NLDEV, RDMA_NLDEV_CMD_*, RDMA_NLDEV_ATTR_*).
-
-nldev messages carry no family header (no genlmsghdr): the attributes follow
-the ``nlmsghdr`` directly, and the message type is ``RDMA_NL_GET_TYPE(client,
-op) = (client << 10) + op``.
+The messages (SYS_GET, GET dump, SET with NET_NS_FD) are ``cni.kernel.nldev``'s;
+this module holds the conversation and the errno translation.
 
 Namespaces: in exclusive mode the kernel only shows (and only moves) devices
 of the *sender's* network namespace (``rdma_dev_change_netns`` compares the
@@ -18,8 +11,8 @@ in the pod netns runs with the calling thread switched into that netns
 (setns on the main thread of the single-threaded plugin process), and the
 target namespace is passed as an fd opened beforehand.
 
-May import: pyroute2 (netlink core only), the stdlib, ``cni.kernel`` and
-``cni.kernel.netns`` (setns on the calling thread).
+May import: pyroute2 (netlink core only), the stdlib, ``cni.kernel``,
+``cni.kernel.nldev`` and ``cni.kernel.netns`` (setns on the calling thread).
 Imported lazily inside ``real_deps()``; nothing else imports it at module top.
 """
 
@@ -31,9 +24,9 @@ import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from pyroute2.netlink import NLM_F_ACK, NLM_F_DUMP, NLM_F_REQUEST, nlmsg
+from pyroute2.netlink import nlmsg
 from pyroute2.netlink.exceptions import NetlinkError
-from pyroute2.netlink.nlsocket import AsyncNetlinkSocket, Marshal, NetlinkSocket
+from pyroute2.netlink.nlsocket import NetlinkSocket
 
 from cni.kernel import (
     DeviceBusy,
@@ -45,114 +38,20 @@ from cni.kernel import (
     RdmaOps,
 )
 from cni.kernel.netns import OWN_NETNS, in_netns, open_netns
+from cni.kernel.nldev import (
+    NETLINK_RDMA,
+    RdmaSocket,
+    dev_dump_request,
+    nldevmsg,
+    parse_devices,
+    parse_netns_mode,
+    set_netns_request,
+    sys_get_request,
+)
 
 log = logging.getLogger(__name__)
 
-# linux/netlink.h
-NETLINK_RDMA = 20
-# rdma/rdma_netlink.h: enum { RDMA_NL_IWCM = 2, RDMA_NL_RSVD, RDMA_NL_LS,
-# RDMA_NL_NLDEV, ... }
-RDMA_NL_NLDEV = 5
-# enum rdma_nldev_command
-RDMA_NLDEV_CMD_GET = 1
-RDMA_NLDEV_CMD_SET = 2
-RDMA_NLDEV_CMD_SYS_GET = 6
-# enum rdma_nldev_attr
-RDMA_NLDEV_ATTR_DEV_INDEX = 1  # u32
-RDMA_NLDEV_ATTR_DEV_NAME = 2  # string
-RDMA_NLDEV_SYS_ATTR_NETNS_MODE = 66  # u8: 1 = shared, 0 = exclusive
-RDMA_NLDEV_NET_NS_FD = 68  # u32
-
 NO_RDMA_MSG = "this host has no RDMA netlink support (ib_core not loaded?)"
-
-
-def nldev_type(op: int) -> int:
-    """RDMA_NL_GET_TYPE(RDMA_NL_NLDEV, op) from rdma_netlink.h."""
-    return (RDMA_NL_NLDEV << 10) + op
-
-
-NLDEV_GET = nldev_type(RDMA_NLDEV_CMD_GET)  # 0x1401
-NLDEV_SET = nldev_type(RDMA_NLDEV_CMD_SET)  # 0x1402
-NLDEV_SYS_GET = nldev_type(RDMA_NLDEV_CMD_SYS_GET)  # 0x1406
-
-
-class nldevmsg(nlmsg):  # noqa: N801 - pyroute2 names message classes in lower case
-    """An nldev request or reply: nlmsghdr followed by attributes only."""
-
-    fields = ()
-    nla_map = (
-        (RDMA_NLDEV_ATTR_DEV_INDEX, "RDMA_NLDEV_ATTR_DEV_INDEX", "uint32"),
-        (RDMA_NLDEV_ATTR_DEV_NAME, "RDMA_NLDEV_ATTR_DEV_NAME", "asciiz"),
-        (RDMA_NLDEV_SYS_ATTR_NETNS_MODE, "RDMA_NLDEV_SYS_ATTR_NETNS_MODE", "uint8"),
-        (RDMA_NLDEV_NET_NS_FD, "RDMA_NLDEV_NET_NS_FD", "uint32"),
-    )
-
-
-class MarshalNldev(Marshal):
-    msg_map = {NLDEV_GET: nldevmsg, NLDEV_SET: nldevmsg, NLDEV_SYS_GET: nldevmsg}
-
-
-class AsyncRdmaSocket(AsyncNetlinkSocket):
-    marshal_class = MarshalNldev
-
-
-class RdmaSocket(NetlinkSocket):
-    """A NETLINK_RDMA socket in the namespace of the thread that opens it."""
-
-    async_class = AsyncRdmaSocket
-
-
-# ------------------------------------------------------------ message builders
-
-
-def sys_get_request() -> nldevmsg:
-    """RDMA_NLDEV_CMD_SYS_GET: no attributes; the reply carries NETNS_MODE."""
-    msg = nldevmsg()
-    msg["header"]["type"] = NLDEV_SYS_GET
-    msg["header"]["flags"] = NLM_F_REQUEST | NLM_F_ACK
-    return msg
-
-
-def dev_dump_request() -> nldevmsg:
-    """RDMA_NLDEV_CMD_GET with NLM_F_DUMP: one reply per visible device."""
-    msg = nldevmsg()
-    msg["header"]["type"] = NLDEV_GET
-    msg["header"]["flags"] = NLM_F_REQUEST | NLM_F_DUMP
-    return msg
-
-
-def set_netns_request(index: int, ns_fd: int) -> nldevmsg:
-    """RDMA_NLDEV_CMD_SET with DEV_INDEX and NET_NS_FD: move a device."""
-    msg = nldevmsg()
-    msg["header"]["type"] = NLDEV_SET
-    msg["header"]["flags"] = NLM_F_REQUEST | NLM_F_ACK
-    msg["attrs"] = [
-        ("RDMA_NLDEV_ATTR_DEV_INDEX", index),
-        ("RDMA_NLDEV_NET_NS_FD", ns_fd),
-    ]
-    return msg
-
-
-def parse_netns_mode(reply: nlmsg) -> str:
-    """ "shared" or "exclusive" from a SYS_GET reply (the u8 is 1 for shared)."""
-    value = reply.get_attr("RDMA_NLDEV_SYS_ATTR_NETNS_MODE")
-    if value is None:
-        raise NotSupported(
-            "the kernel does not report the RDMA netns mode (RDMA_NLDEV_SYS_ATTR_"
-            "NETNS_MODE missing; kernel older than 5.3?)"
-        )
-    return "shared" if value else "exclusive"
-
-
-def parse_devices(replies: list[nlmsg]) -> dict[str, int]:
-    """Device name -> index from the replies of a device dump."""
-    out: dict[str, int] = {}
-    for reply in replies:
-        name = reply.get_attr("RDMA_NLDEV_ATTR_DEV_NAME")
-        index = reply.get_attr("RDMA_NLDEV_ATTR_DEV_INDEX")
-        if name is not None and index is not None:
-            out[name] = index
-    return out
 
 
 # --------------------------------------------------------------------- adapter
@@ -225,7 +124,8 @@ class NetlinkRdmaOps:
         return parse_netns_mode(replies[0])
 
     def _index_table(self) -> dict[str, int]:
-        return parse_devices(self._request(dev_dump_request(), "RDMA device dump"))
+        replies = self._request(dev_dump_request(), "RDMA device dump")
+        return {name: dev.index for name, dev in parse_devices(replies).items()}
 
     def devices(self, netns: NetnsPath = None) -> list[str]:
         with _inside(netns):

@@ -27,7 +27,7 @@ import re
 from pathlib import Path
 
 from cni.kernel import DeviceNotFound, InvalidArgument, PciDevice
-from cni.types import is_pci_address
+from cni.netconf_fields import is_pci_address
 
 DPDK_DRIVERS = frozenset({"vfio-pci", "uio_pci_generic", "igb_uio"})
 _VIRTFN = re.compile(r"^virtfn(\d+)$")

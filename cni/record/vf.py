@@ -9,8 +9,9 @@ Compared with sriov-cni's cache (``OrigVfState`` + NetConf) the
 record also keeps the DPDK mode (the peer drops it, PR #346), the host ifindex
 and MAC so a VF that came back from a dead netns under the pod's name can be
 recognised, the routes/rules installed in the pod, and the IPAM identity so DEL
-can release without the original netconf. ``stage`` records how far ADD got;
-ADD re-saves the record as it goes, DEL restores whatever was recorded.
+can release without the original netconf. ``stage`` says what is true of the
+VF while the record holds it (``Stage``); ADD re-saves the record as it goes,
+DEL restores whatever was recorded.
 """
 
 from __future__ import annotations
@@ -59,23 +60,80 @@ def vf_info_from_json(obj: dict[str, Any]) -> VfInfo:
 
 
 class Stage(StrEnum):
-    """How far ADD (or DEL) got with a VF; the values are what records hold on
-    disk since release 0.1.0, so a record of any release reads back."""
+    """What the record on disk says is true of its VF, in the order ADD and DEL
+    write them. The values are what records hold on disk since release 0.1.0
+    (a record of any release reads back, and an older release reads ours);
+    the names say what holds while the record carries that value.
 
+    ADD writes ``ORIGINALS_RECORDED`` before its first change, then
+    ``ADDRESSES_RECORDED`` (with an IPAM) or ``NETDEV_IN_POD`` (without) in its
+    next save; a finished ADD's record keeps the last one it wrote. DEL (and a
+    later ADD taking a VF back from a dead pod) write the rest.
+    ``TRANSITIONS`` lists the moves allowed.
+    """
+
+    #: A record that names no stage (cut by hand, or a foreign writer): read
+    #: as "anything may have been changed", like ``ORIGINALS_RECORDED``.
     NEW = "new"
-    SAVED = "saved"  # record written, nothing changed yet
-    ATTACHED = "attached"  # PF settings applied
-    MOVED = "moved"  # netdev in the pod
-    ADDRESSED = "addressed"  # addresses, routes, rules in place: ADD done
-    DEL_FAILED = "del-failed"  # a DEL step failed; DEL or GC retries
-    AWAITING_VF = "awaiting-vf"  # netns unknown: the VF is not home yet
-    RESTORED = "restored"  # VF home; only the address may remain
-    RELEASE_PENDING = "release-pending"  # VF home, ipamd release to retry
+    #: The VF's original state is on disk; the PF settings, plugin hooks and
+    #: the RDMA move may have been applied since (not re-saved for each).
+    ORIGINALS_RECORDED = "saved"
+    #: The netdev is in the pod under the pod's name, with ``pod_mac``/``pod_mtu``.
+    NETDEV_IN_POD = "moved"
+    #: The addresses, rules and routes ADD installs are on disk (installed, or
+    #: being installed): everything DEL must remove is named.
+    ADDRESSES_RECORDED = "addressed"
+    #: A DEL step failed; the VF may be anywhere between pod and host. DEL or
+    #: GC retries the whole restore.
+    RESTORE_FAILED = "del-failed"
+    #: The VF is in a netns that lives, not where the record says: its address
+    #: stays held until DEL or GC brings the VF home.
+    VF_OUT_OF_REACH = "awaiting-vf"
+    #: The VF is home and free to take; the address and the record remain.
+    VF_HOME = "restored"
+    #: The VF is home; the record is cut down to what releasing the address
+    #: needs (ipamd was unreachable), for DEL's retry or GC.
+    RELEASE_PENDING = "release-pending"
 
     @property
     def vf_home(self) -> bool:
         """The VF is back in the host: only the address (and record) remain."""
-        return self in (Stage.RESTORED, Stage.RELEASE_PENDING)
+        return self in (Stage.VF_HOME, Stage.RELEASE_PENDING)
+
+
+#: Legacy values read back as the stage now written in their place: release
+#: 0.1.0 defined "attached" ("ADD done") but never saved it.
+_LEGACY_STAGES = {"attached": Stage.ADDRESSES_RECORDED}
+
+_ADD_STAGES = (Stage.ORIGINALS_RECORDED, Stage.NETDEV_IN_POD, Stage.ADDRESSES_RECORDED)
+_DEL_STAGES = (
+    Stage.RESTORE_FAILED,
+    Stage.VF_OUT_OF_REACH,
+    Stage.VF_HOME,
+    Stage.RELEASE_PENDING,
+)
+
+#: Stage -> the stages a record may move to from it. ADD only moves forward
+#: (a save may skip a stage it passed in memory); DEL may start from any
+#: stage a VF can be out of the host in, and never sends a VF that is home
+#: back to "out"; only the release is left once it is home.
+TRANSITIONS: dict[Stage, frozenset[Stage]] = {
+    Stage.NEW: frozenset({*_ADD_STAGES, *_DEL_STAGES}),
+    Stage.ORIGINALS_RECORDED: frozenset({*_ADD_STAGES[1:], *_DEL_STAGES}),
+    Stage.NETDEV_IN_POD: frozenset({Stage.ADDRESSES_RECORDED, *_DEL_STAGES}),
+    Stage.ADDRESSES_RECORDED: frozenset(_DEL_STAGES),
+    Stage.RESTORE_FAILED: frozenset(_DEL_STAGES),
+    Stage.VF_OUT_OF_REACH: frozenset(_DEL_STAGES),
+    Stage.VF_HOME: frozenset({Stage.RELEASE_PENDING}),
+    Stage.RELEASE_PENDING: frozenset(),
+}
+
+
+def read_stage(value: str | None) -> Stage:
+    """The stage a record's ``stage`` value names (any release's)."""
+    if not value:
+        return Stage.NEW
+    return _LEGACY_STAGES.get(value) or Stage(value)
 
 
 @dataclass(slots=True)
@@ -112,6 +170,15 @@ class VfState:
     extra: dict[str, Any] = field(default_factory=dict)  # plugin-specific (GUIDs...)
     stage: Stage = Stage.NEW
 
+    def advance(self, stage: Stage) -> None:
+        """Move to ``stage``; a move ``TRANSITIONS`` does not allow is a bug."""
+        if stage is not self.stage and stage not in TRANSITIONS[self.stage]:
+            raise ValueError(
+                f"record of VF {self.pci}: stage {self.stage.value} cannot become "
+                f"{stage.value}"
+            )
+        self.stage = stage
+
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"schema": SCHEMA}
         for f in fields(self):
@@ -146,5 +213,5 @@ class VfState:
         data["saved_main_defaults"] = [
             RouteSpec(**r) for r in data.get("saved_main_defaults") or []
         ]
-        data["stage"] = Stage(data.get("stage") or Stage.NEW)
+        data["stage"] = read_stage(data.get("stage"))
         return cls(**data)

@@ -35,9 +35,9 @@ from typing import Any
 from cni.exporter import names
 from cni.exporter.collector import RdmaCollector
 from cni.exporter.server import build_collector
-from cni.exporter.sources import NetdevStats, NetdevStatsSource, SysfsRdmaStats
 from cni.kernel import KernelError
 from cni.kernel.netns import in_netns
+from cni.kernel.stats import NetdevStats, NetdevStatsSource, SysfsRdmaStats
 from railyard_sim.lab import Lab
 from railyard_sim.pci_tree import PciTree
 
@@ -205,7 +205,7 @@ def vport_stats(link: dict[str, int]) -> dict[str, int]:
 def sim_collector(lab: Lab) -> RdmaCollector:
     """The production collector over the lab's records, fake sysfs and
     simulated netdev statistics."""
-    from cni.exporter.ethtool import EthtoolStats
+    from cni.kernel.ethtool import EthtoolStats
 
     ensure_hw_counters(lab)
     return build_collector(

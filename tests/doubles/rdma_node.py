@@ -16,7 +16,7 @@ from pathlib import Path
 from cni.exporter import names
 from cni.exporter.collector import RdmaCollector
 from cni.exporter.owners import OwnerLabels
-from cni.exporter.sources import NetdevStats, SysfsRdmaStats
+from cni.kernel.stats import NetdevStats, SysfsRdmaStats
 from cni.kernel.sysfs import Sysfs
 from cni.plugins.rdma.commands import _section as rdma_section
 from cni.record.store import AttachmentRecords

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import pytest
 
-from cni.exporter.ethtool import EthtoolStats
+from cni.kernel.ethtool import EthtoolStats
 
 pytestmark = pytest.mark.kernel
 

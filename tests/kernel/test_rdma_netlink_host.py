@@ -18,7 +18,8 @@ import sys
 import pytest
 
 from cni.kernel import NotSupported
-from cni.kernel.rdma import NETLINK_RDMA, NO_RDMA_MSG, NetlinkRdmaOps
+from cni.kernel.nldev import NETLINK_RDMA
+from cni.kernel.rdma import NO_RDMA_MSG, NetlinkRdmaOps
 
 pytestmark = pytest.mark.kernel
 

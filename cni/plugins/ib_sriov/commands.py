@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """The ib-sriov plugin: an IPoIB VF (and optionally its RDMA device) into the pod.
 
-The VF lifecycle is the shared one (``cni.attach.lifecycle``: lock, record,
+The VF lifecycle is the shared one (``cni.attach``: lock, record,
 PF settings, RDMA move before the netdev, netdev, IPAM, detection, policy
 routing, rollback). What is InfiniBand-specific lives here:
 
@@ -39,6 +39,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from cni.attach.attach import AttachContext, AttachSpec, attach
 from cni.attach.commands import (
     IpamFactory,
     check_vf,
@@ -49,18 +50,10 @@ from cni.attach.commands import (
     record_ipams,
 )
 from cni.attach.commands import attach_spec as attach_spec_for
+from cni.attach.detach import DetachRequest, ReleasePending, detach
 from cni.attach.device import INFINIBAND
+from cni.attach.gc import gc as gc_vfs
 from cni.attach.ipam_glue import to_result
-from cni.attach.lifecycle import (
-    RELEASE_PENDING,
-    AttachContext,
-    AttachSpec,
-    DetachRequest,
-    ReleasePending,
-    attach,
-    detach,
-)
-from cni.attach.lifecycle import gc as gc_vfs
 from cni.attach.netdev import rename_in_host
 from cni.deps import default_deps
 from cni.errors import CHECK_FAILED, DEVICE_ERROR, STATUS_UNAVAILABLE, CniError
@@ -69,7 +62,7 @@ from cni.kernel import KernelError, NotSupported, Timeout
 from cni.plugins.binding import Commands, bind, gc_failed
 from cni.plugins.ib_sriov.config import IbConf, load_conf
 from cni.record.sections import IbSection
-from cni.record.vf import PfSettings
+from cni.record.vf import PfSettings, Stage
 from cni.skel import CmdArgs, PluginFuncs
 from cni.state.locks import Locks
 from cni.types import Result
@@ -308,7 +301,7 @@ def _finish_guid(deps: Deps, cid: str, ifname: str, timeout: float) -> None:
     if ib is None:
         return
     st = records.vf(PLUGIN).load(cid, ifname)
-    if st is not None and st.stage != RELEASE_PENDING:
+    if st is not None and st.stage is not Stage.RELEASE_PENDING:
         # The shared DEL kept the VF record: the netdev is not home yet (netns
         # unknown), so a rebind now would pull it out of a live pod. GC or a
         # later DEL finishes. (A release-pending record's VF is home.)

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """The ib-sriov netconf (k8snetworkplumbingwg/ib-sriov-cni compatible), validated.
 
-Imports only the standard library and the pure ``cni.{args,errors,types}``: a
+Imports only the standard library and the pure
+``cni.{args,errors,netconf_fields,types}``: a
 config error is reported without loading pyroute2 or grpc.
 
 ib-sriov-cni keys: ``deviceID`` (required), ``pkey``,
@@ -26,9 +27,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cni import netconf_fields as fields
-from cni.args import CniArgs, args_cni, requested_guid
-from cni.attach import conf as keys
-from cni.attach.conf import DEFAULT_RULE_PRIORITY, BaseFields, json_value, opt_str
+from cni.args import CniArgs, requested_guid
+from cni.netconf_fields import (
+    DEFAULT_RULE_PRIORITY,
+    args_cni,
+    config_error,
+    flag,
+    opt_bool,
+    opt_str,
+)
+from cni.types import BaseFields
 from cni.types import NetConf as BaseNetConf
 
 if TYPE_CHECKING:
@@ -36,8 +44,6 @@ if TYPE_CHECKING:
 
 IB_APP_KEY = "mellanox.infiniband.app"
 IB_APP_CONFIGURED = "configured"
-
-_err = keys.config_error
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,16 +70,6 @@ class IbConf(BaseFields):
 # ------------------------------------------------------------------ values
 
 
-def _opt_bool(data: Mapping[str, Any], key: str) -> bool | None:
-    value: bool | None = json_value(data, key, bool, "bool")
-    return value
-
-
-def _bool(data: Mapping[str, Any], key: str, default: bool) -> bool:
-    value = _opt_bool(data, key)
-    return default if value is None else value
-
-
 def validate_guid(guid: str) -> str:
     """8 bytes of colon hex, not all zero (ib-sriov-cni ``invalid guid %s``)."""
     return fields.guid(guid)
@@ -97,42 +93,42 @@ def parse_conf(
     DEL, GC and STATUS pass ``require_device=False``: they work from the state.
     """
     base = BaseNetConf.from_dict(data)
-    device_id = keys.device_id(data, require_device)
-    link_state = keys.link_state(data)
+    device_id = fields.device_id(data, require_device)
+    link_state = fields.link_state(data)
     if base.ipam_type == "dhcp":
-        raise _err("ipam type dhcp is not supported")
+        raise config_error("ipam type dhcp is not supported")
 
-    ib_kubernetes = _bool(data, "ibKubernetesEnabled", False)
+    ib_kubernetes = flag(data, "ibKubernetesEnabled", False)
     if ib_kubernetes and args_cni(data).get(IB_APP_KEY) != IB_APP_CONFIGURED:
-        raise _err(
+        raise config_error(
             f'infiniBand SRIOV-CNI failed, InfiniBand status "{IB_APP_KEY}" is not '
             f'"{IB_APP_CONFIGURED}" please check mellanox ib-kubernetes'
         )
     guid = requested_guid(data, cni_args or CniArgs())
     if ib_kubernetes and not guid:
-        raise _err(
+        raise config_error(
             "infiniband SRIOV-CNI failed, Unexpected error. GUID must be provided "
             "by ib-kubernetes"
         )
     pkey = opt_str(data, "pkey") or ""
 
-    mtu = keys.mtu(data)
-    prio = keys.rule_priority(data)
+    mtu = fields.mtu(data)
+    prio = fields.rule_priority(data)
     return IbConf(
         base=base,
         device_id=device_id,
         guid=validate_guid(guid) if guid else "",
         pkey=validate_pkey(pkey),
         link_state=link_state,
-        rdma_isolation=_bool(data, "rdmaIsolation", False),
+        rdma_isolation=flag(data, "rdmaIsolation", False),
         ib_kubernetes=ib_kubernetes,
-        vfio_pci_mode=_opt_bool(data, "vfioPciMode"),
+        vfio_pci_mode=opt_bool(data, "vfioPciMode"),
         mtu=mtu,
-        detect_ip_conflict=_bool(data, "detectIPConflict", True),
-        detect_gateway=_bool(data, "detectGateway", True),
+        detect_ip_conflict=flag(data, "detectIPConflict", True),
+        detect_gateway=flag(data, "detectGateway", True),
         pod_default_route_nic=opt_str(data, "podDefaultRouteNIC") or "",
-        policy_routing=_bool(data, "policyRouting", True),
-        route_table=keys.route_table(data),
+        policy_routing=flag(data, "policyRouting", True),
+        route_table=fields.route_table(data),
         rule_priority=prio,
     )
 

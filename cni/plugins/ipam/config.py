@@ -21,6 +21,7 @@ from cni.args import requested_ips
 from cni.attach.ipam_glue import attachment_request
 from cni.errors import INVALID_CONFIG, CniError
 from cni.ipam import IpamRequest
+from cni.netconf_fields import flag
 from cni.skel import CmdArgs
 from cni.types import NetConf as BaseNetConf
 
@@ -66,11 +67,7 @@ def load_conf(args: CmdArgs) -> IpamConf:
         if args.command == "STATUS":
             return IpamConf(base=base)
         raise CniError(INVALID_CONFIG, "invalid network config", "missing 'ipam'")
-    sticky = ipam.get("sticky", False)
-    if not isinstance(sticky, bool):
-        raise CniError(
-            INVALID_CONFIG, "invalid network config", "'ipam.sticky' must be a boolean"
-        )
+    sticky = flag(ipam, "sticky", False, "ipam")
     return IpamConf(
         base=base,
         ipv4_pools=_pools(ipam, "default_ipv4_ippool"),

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """The rdma netconf (k8snetworkplumbingwg/rdma-cni compatible), validated cheaply.
 
-Imports only the standard library and the pure ``cni.{args,errors,types}``: a
+Imports only the standard library and the pure
+``cni.{errors,netconf_fields,types}``: a
 config error must be reported without loading pyroute2.
 
 Keys: ``cniVersion``, ``name``, ``type: "rdma"``, ``deviceID``
@@ -16,10 +17,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from cni.args import runtime_device_id
 from cni.errors import INVALID_CONFIG, CniError
+from cni.netconf_fields import (
+    config_error,
+    is_pci_address,
+    opt_str,
+    runtime_device_id,
+)
 from cni.types import NetConf as BaseNetConf
-from cni.types import is_pci_address
 
 if TYPE_CHECKING:
     from cni.skel import CmdArgs
@@ -36,21 +41,11 @@ class RdmaConf:
 
 
 def parse_conf(netconf: dict[str, Any]) -> RdmaConf:
-    """Parse and validate; CniError 7 names the offending key."""
+    """Parse and validate; CniError 6 or 7 names the offending key."""
     base = BaseNetConf.from_dict(netconf)
-    raw = netconf.get("deviceID", "")
-    if raw is None:
-        raw = ""
-    if not isinstance(raw, str):
-        raise CniError(
-            INVALID_CONFIG,
-            "invalid network config",
-            f"'deviceID' must be a string, got {raw!r}",
-        )
-    device_id = raw or runtime_device_id(netconf)
+    device_id = opt_str(netconf, "deviceID") or runtime_device_id(netconf)
     if device_id and not is_pci_address(device_id):
-        raise CniError(
-            INVALID_CONFIG,
+        raise config_error(
             f"deviceID {device_id} is not a PCI address",
             "expected DDDD:BB:DD.F (e.g. 0000:af:00.2); auxiliary (SF) devices are "
             "not supported",

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from cni.attach.attach import AttachSpec, attach
 from cni.attach.commands import (
     IpamFactory,
     check_vf,
@@ -26,10 +27,10 @@ from cni.attach.commands import (
     record_ipams,
 )
 from cni.attach.commands import attach_spec as attach_spec_for
+from cni.attach.detach import DetachRequest, detach
 from cni.attach.device import ETHERNET
+from cni.attach.gc import gc as gc_vfs
 from cni.attach.ipam_glue import to_result
-from cni.attach.lifecycle import AttachSpec, DetachRequest, attach, detach
-from cni.attach.lifecycle import gc as gc_vfs
 from cni.deps import default_deps
 from cni.ipam import IpamClient
 from cni.plugins.binding import ADD, CHECK, DEL, GC, Commands, bind, gc_failed

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """The sriov netconf: sriov-cni's fields, defaults and validation messages, plus ours.
 
-Imports only the standard library and the pure ``cni.{args,errors,types}``: a
+Imports only the standard library and the pure
+``cni.{args,errors,netconf_fields,types}``: a
 config error must be reported without loading pyroute2 or grpc.
 
 Field names and messages follow k8snetworkplumbingwg/sriov-cni
@@ -21,9 +22,15 @@ from typing import TYPE_CHECKING, Any
 
 from cni import netconf_fields as fields
 from cni.args import CniArgs, requested_mac
-from cni.attach import conf as keys
-from cni.attach.conf import DEFAULT_RULE_PRIORITY, BaseFields, opt_int, opt_str
 from cni.errors import DECODE_FAILURE, CniError
+from cni.netconf_fields import (
+    DEFAULT_RULE_PRIORITY,
+    config_error,
+    flag,
+    opt_int,
+    opt_str,
+)
+from cni.types import BaseFields
 from cni.types import NetConf as BaseNetConf
 
 if TYPE_CHECKING:
@@ -33,8 +40,6 @@ PROTO_8021Q = "802.1q"
 PROTO_8021AD = "802.1ad"
 #: IFLA_VF_VLAN_INFO ``vlan_proto`` values (ETH_P_8021Q / ETH_P_8021AD).
 VLAN_PROTO_NUMBERS = {PROTO_8021Q: 0x8100, PROTO_8021AD: 0x88A8}
-
-_err = keys.config_error
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,15 +92,6 @@ def decode(stdin: bytes | str) -> dict[str, Any]:
     return data
 
 
-def _opt_bool(data: Mapping[str, Any], key: str, default: bool) -> bool:
-    value = data.get(key)
-    if value is None:
-        return default
-    if not isinstance(value, bool):
-        raise _err(f"{key} must be true or false, got {json.dumps(value)}")
-    return value
-
-
 def _on_off(value: str | None) -> bool | None:
     # sriov-cni: "on" -> true, any other non-empty value -> false, "" -> untouched.
     if not value:
@@ -109,38 +105,38 @@ def _validate_vlan(
     """sriov-cni's VLAN rules, in its order; returns (qos, proto) with defaults."""
     if vlan is None:
         if qos is not None:
-            raise _err(
+            raise config_error(
                 "LoadConf(): vlan id must be configured to set vlan QoS to a "
                 "non-nil value"
             )
         if proto is not None:
-            raise _err(
+            raise config_error(
                 "LoadConf(): vlan id must be configured to set vlan proto to a "
                 "non-nil value"
             )
         return None, None
     if not 0 <= vlan <= 4094:
-        raise _err(
+        raise config_error(
             f"LoadConf(): vlan id {vlan} invalid: value must be in the range 0-4094"
         )
     qos = 0 if qos is None else qos
     if not 0 <= qos <= 7:
-        raise _err(
+        raise config_error(
             f"LoadConf(): vlan QoS PCP {qos} invalid: value must be in the range 0-7"
         )
     if qos != 0 and vlan == 0:
-        raise _err(
+        raise config_error(
             "LoadConf(): non-zero vlan id must be configured to set vlan QoS to a "
             "non-zero value"
         )
     proto = (proto or PROTO_8021Q).lower()
     if proto not in VLAN_PROTO_NUMBERS:
-        raise _err(
+        raise config_error(
             f"LoadConf(): vlan Proto {proto} invalid: value must be '802.1Q' or "
             "'802.1ad'"
         )
     if proto == PROTO_8021AD and vlan == 0:
-        raise _err(
+        raise config_error(
             "LoadConf(): non-zero vlan id must be configured to set vlan proto 802.1ad"
         )
     return qos, proto
@@ -166,24 +162,22 @@ def parse_conf(
     """
     data = dict(stdin) if isinstance(stdin, Mapping) else decode(stdin)
     base = BaseNetConf.from_dict(data)
-    device_id = keys.device_id(data, require_device)
+    device_id = fields.device_id(data, require_device)
     vlan = opt_int(data, "vlan")
     qos, proto = _validate_vlan(
         vlan, opt_int(data, "vlanQoS"), opt_str(data, "vlanProto")
     )
-    link_state = keys.link_state(data)
+    link_state = fields.link_state(data)
 
     mac = requested_mac(data, cni_args or CniArgs()) or opt_str(data, "mac") or ""
 
-    mtu = keys.mtu(data)
+    mtu = fields.mtu(data)
     min_tx_rate = fields.tx_rate(opt_int(data, "min_tx_rate"), "min_tx_rate")
     max_tx_rate = fields.tx_rate(opt_int(data, "max_tx_rate"), "max_tx_rate")
 
-    prio = keys.rule_priority(data)
+    prio = fields.rule_priority(data)
     # ``enableRdma`` is Spiderpool's older spelling of ``rdmaIsolation``.
-    rdma = _opt_bool(data, "rdmaIsolation", False) or _opt_bool(
-        data, "enableRdma", False
-    )
+    rdma = flag(data, "rdmaIsolation", False) or flag(data, "enableRdma", False)
     return NetConf(
         base=base,
         device_id=device_id,
@@ -197,12 +191,12 @@ def parse_conf(
         min_tx_rate=min_tx_rate,
         max_tx_rate=max_tx_rate,
         mtu=mtu,
-        detect_ip_conflict=_opt_bool(data, "detectIPConflict", True),
-        detect_gateway=_opt_bool(data, "detectGateway", True),
+        detect_ip_conflict=flag(data, "detectIPConflict", True),
+        detect_gateway=flag(data, "detectGateway", True),
         pod_default_route_nic=opt_str(data, "podDefaultRouteNIC") or "",
         rdma_isolation=rdma,
-        policy_routing=_opt_bool(data, "policyRouting", True),
-        route_table=keys.route_table(data),
+        policy_routing=flag(data, "policyRouting", True),
+        route_table=fields.route_table(data),
         rule_priority=prio,
     )
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from cni.exporter.sources import parse_speed
+from cni.kernel.stats import parse_speed
 from tests.doubles.rdma_node import NODE, RdmaNode, guid
 
 #: Spiderpool's names as its dashboards query them (``_total``), and ours.

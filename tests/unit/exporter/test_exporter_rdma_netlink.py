@@ -17,13 +17,9 @@ import struct
 from contextlib import nullcontext
 from typing import Any
 
-from cni.exporter.rdma_netlink import (
-    NetlinkRdmaStats,
-    dev_dump_request,
-    nldevstatmsg,
-    stat_get_request,
-)
-from cni.exporter.sources import RdmaStats
+from cni.kernel.nldev import dev_dump_request, nldevmsg, stat_get_request
+from cni.kernel.rdma_stats import NetlinkRdmaStats
+from cni.kernel.stats import RdmaStats
 
 NLM_F_REQUEST, NLM_F_DUMP, NLM_F_MULTI = 0x1, 0x300, 0x2
 TYPE_GET = (5 << 10) + 1
@@ -56,15 +52,15 @@ def message(mtype: int, flags: int, attrs: bytes) -> bytes:
     return hdr(16 + len(attrs), mtype, flags) + attrs
 
 
-def encoded(msg: nldevstatmsg) -> bytes:
+def encoded(msg: nldevmsg) -> bytes:
     msg["header"]["sequence_number"] = 1
     msg["header"]["pid"] = 0
     msg.encode()
     return bytes(msg.data)
 
 
-def decoded(data: bytes) -> nldevstatmsg:
-    msg = nldevstatmsg(data)
+def decoded(data: bytes) -> nldevmsg:
+    msg = nldevmsg(data)
     msg.decode()
     return msg
 

@@ -13,9 +13,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from pyroute2.ethtool import ioctl as pyroute2_ethtool
 
 from cni.attach.commands import attach_spec
-from cni.exporter.ethtool import EthtoolStats, read_netdev
 from cni.exporter.records import pod_nics
 from cni.exporter.server import register, serve
+from cni.kernel.ethtool import EthtoolStats, read_netdev
 from cni.plugins.sriov.config import load_conf
 from cni.record.store import AttachmentRecords
 from cni.record.vf import PfSettings, VfState

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from cni import args
+from cni import netconf_fields as fields
 from cni.errors import CniError
 
 MULTUS = (
@@ -85,17 +86,17 @@ def test_runtime_config_capabilities_are_read():
             "deviceID": "0000:3b:02.7",
         }
     }
-    assert args.runtime_mac(conf) == "02:00:00:00:00:07"
-    assert args.runtime_ips(conf) == ("10.0.0.7/24",)
-    assert args.runtime_infiniband_guid(conf) == "c2:00:00:00:00:00:00:07"
-    assert args.runtime_device_id(conf) == "0000:3b:02.7"
+    assert fields.runtime_mac(conf) == "02:00:00:00:00:07"
+    assert fields.runtime_ips(conf) == ("10.0.0.7/24",)
+    assert fields.runtime_infiniband_guid(conf) == "c2:00:00:00:00:00:00:07"
+    assert fields.runtime_device_id(conf) == "0000:3b:02.7"
 
 
 def test_absent_sections_read_as_empty():
-    assert args.runtime_mac({}) == ""
-    assert args.runtime_ips({"runtimeConfig": None}) == ()
-    assert args.args_cni({"args": {}}) == {}
-    assert args.args_cni_ips({}) == ()
+    assert fields.runtime_mac({}) == ""
+    assert fields.runtime_ips({"runtimeConfig": None}) == ()
+    assert fields.args_cni({"args": {}}) == {}
+    assert fields.args_cni_ips({}) == ()
 
 
 @pytest.mark.parametrize(
@@ -108,12 +109,14 @@ def test_absent_sections_read_as_empty():
         {"args": {"cni": {"ips": [1]}}},
     ],
 )
-def test_wrongly_typed_capability_args_are_code_7(conf):
+def test_wrongly_typed_capability_args_are_code_6_naming_the_key(conf):
     with pytest.raises(CniError) as e:
-        args.runtime_mac(conf)
-        args.runtime_ips(conf)
-        args.args_cni_ips(conf)
-    assert e.value.code == 7
+        fields.runtime_mac(conf)
+        fields.runtime_ips(conf)
+        fields.args_cni_ips(conf)
+    # A JSON type mismatch reads like Go's json.Unmarshal, as every netconf key.
+    assert e.value.code == 6
+    assert "runtimeConfig" in e.value.details or "args" in e.value.details
 
 
 def test_requested_ips_prefer_runtime_config_then_args_cni_then_cni_args():

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from cni.attach.conf import detection_window
 from cni.attach.detection import DetectionPolicy, detect, start_detection
 from cni.errors import GATEWAY_UNREACHABLE, IP_CONFLICT, CniError
 from cni.ipam import IpamAddress
 from cni.kernel import GatewayCheck, NicProbeReport, NotSupported, ProbeAnswer
+from cni.netconf_fields import detection_window
 
 DUAL = [
     IpamAddress("172.16.11.5/24", "172.16.11.254", "p4", 4),

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from cni.errors import DEVICE_ERROR, INVALID_CONFIG, CniError
+from cni.netconf_fields import is_pci_address
 from cni.plugins import binding, registry
 from cni.skel import CmdArgs
-from cni.types import is_pci_address
 
 PLUGINS = sorted(registry.PLUGINS)
 FILES = {"__init__.py", "__main__.py", "config.py", "commands.py", "README.md"}

@@ -18,7 +18,7 @@ import struct
 import threading
 from collections.abc import Callable
 
-from cni.kernel.rdma import NETLINK_RDMA, RdmaSocket
+from cni.kernel.nldev import NETLINK_RDMA, RdmaSocket
 
 NLMSG_ERROR = 2
 NLMSG_DONE = 3

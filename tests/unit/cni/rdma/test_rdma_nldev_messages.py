@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The nldev messages of cni.kernel.rdma, byte for byte against the uapi numbers.
+"""The plugins' nldev messages (cni.kernel.nldev), byte for byte against the uapi.
 
 Expected bytes are built by hand with ``struct`` from the numbers in the kernel
 uapi headers, not from the module's constants:
@@ -25,7 +25,7 @@ import struct
 import pytest
 
 from cni.kernel import NotSupported
-from cni.kernel.rdma import (
+from cni.kernel.nldev import (
     NETLINK_RDMA,
     dev_dump_request,
     nldevmsg,
@@ -123,7 +123,10 @@ def test_device_dump_replies_map_names_to_indexes() -> None:
         # the two we read; an unknown one (3 = PORT_INDEX u32) must be skipped.
         body = nla_u32(1, index) + nla_str(2, name) + nla_u32(3, 1)
         replies.append(decoded(hdr(16 + len(body), TYPE_GET, NLM_F_MULTI, 9, 1) + body))
-    assert parse_devices(replies) == {"mlx5_0": 1, "mlx5_27": 27}
+    assert {n: d.index for n, d in parse_devices(replies).items()} == {
+        "mlx5_0": 1,
+        "mlx5_27": 27,
+    }
 
 
 def test_dev_name_attribute_encodes_nul_terminated_and_padded() -> None:

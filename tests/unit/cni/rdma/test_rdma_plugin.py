@@ -325,7 +325,7 @@ def test_the_exporter_reads_the_rdma_section_the_plugin_wrote(host: Host) -> Non
             network="rdma-net",
             netns=POD,
             pci=VF0,
-            stage=Stage.ADDRESSED,
+            stage=Stage.ADDRESSES_RECORDED,
         )
     )
     assert host.run("ADD", conf())[0] == 0

@@ -49,7 +49,7 @@ def test_an_old_node_lists_every_attachment_with_the_parts_it_had(
         ("old-ib", "net1"): ("ib-sriov", True, False),
         ("old-sriov", "net1"): ("sriov", False, False),
     }
-    assert all(a.vf and a.vf.stage is Stage.ADDRESSED for a in old_node.all())
+    assert all(a.vf and a.vf.stage is Stage.ADDRESSES_RECORDED for a in old_node.all())
 
 
 def test_an_old_guid_record_loads_into_the_ib_section(

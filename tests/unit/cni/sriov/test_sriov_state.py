@@ -7,7 +7,7 @@ from pathlib import Path
 
 from cni.kernel import RouteSpec, RuleSpec, VfInfo
 from cni.record.store import AttachmentRecords
-from cni.record.vf import PfSettings, VfState
+from cni.record.vf import PfSettings, Stage, VfState
 
 
 def full_state() -> VfState:
@@ -36,7 +36,7 @@ def full_state() -> VfState:
         ipam_conf={"type": "spiderpool", "default_ipv4_ippool": ["gpu1-net11"]},
         rdma_device="mlx5_3",
         extra={"guid": "x"},
-        stage="attached",
+        stage=Stage.ADDRESSES_RECORDED,
     )
 
 

@@ -1,13 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Where the exporter's numbers come from: two narrow seams and their records.
+"""Where the RDMA exporter's numbers come from: two narrow seams and their records.
 
 - ``RdmaStatsSource``: an RDMA device's identity (node/system image GUID) and
   its hardware counters. ``SysfsRdmaStats`` reads them from sysfs
   ``hw_counters`` (what ``rdma statistic`` shows, without its fork/exec) where
-  the host's sysfs shows the device; ``cni.exporter.rdma_netlink`` reads a
+  the host's sysfs shows the device; ``cni.kernel.rdma_stats`` reads a
   pod's device in exclusive mode over nldev in the pod's netns.
 - ``NetdevStatsSource``: a netdev's ethtool statistics and link speed, read in
-  the netns the netdev lives in (``cni.exporter.ethtool`` on a real node).
+  the netns the netdev lives in (``cni.kernel.ethtool`` on a real node).
 
 Other hosts (a simulated one, a test) inject implementations of their own;
 nothing here knows about it.

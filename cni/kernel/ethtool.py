@@ -9,7 +9,8 @@ socket is created with the calling thread switched into the pod's netns
 here; one socket serves every netdev of that netns and is closed at the end
 of the read, so the exporter never keeps a dead pod's netns alive.
 
-May import: pyroute2 (``pyroute2.ethtool.ioctl`` only), ``cni.kernel.netns``.
+May import: pyroute2 (``pyroute2.ethtool.ioctl`` only), ``cni.kernel.netns``,
+``cni.kernel.stats``.
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ from typing import Any
 
 from pyroute2.ethtool.ioctl import ETH_SS_STATS, IoctlEthtool
 
-from cni.exporter.sources import NetdevStats, parse_speed
 from cni.kernel import KernelError
 from cni.kernel.netns import in_netns
+from cni.kernel.stats import NetdevStats, parse_speed
 
 log = logging.getLogger(__name__)
 
