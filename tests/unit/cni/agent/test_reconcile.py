@@ -48,7 +48,7 @@ def vf_state(
         "pod_mac": "02:00:00:00:00:02",
         "ipam_type": "spiderpool",
         "ipam_conf": {"default_ipv4_ippool": ["gpu1-net11"]},
-        "stage": Stage.ADDRESSED,
+        "stage": Stage.ADDRESSES_RECORDED,
     }
     base.update(kw)
     return VfState(**base)  # type: ignore[arg-type]
