@@ -68,7 +68,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, cast
 
-from cni.agent.reconcile_metrics import STATS_FILE, ReconcileStats
+from cni.agent.reconcile_metrics import STATS_FILE, ReconcileStats, replace_file
 from cni.attach.teardown import is_the_vf
 from cni.errors import CniError
 from cni.record.store import Attachment, AttachmentRecords
@@ -486,10 +486,7 @@ class Reconciler:
         path = self.state_dir / NETWORKS_FILE
         if networks == self._vouched_networks():
             return
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(sorted(networks)))
-        os.replace(tmp, path)
+        replace_file(path, json.dumps(sorted(networks)))
 
     # -- the loop -------------------------------------------------------
 

@@ -67,10 +67,19 @@ class ReconcileStats:
 
     def save(self, path: Path) -> None:
         """Replace the file atomically (a reader sees the old or the new)."""
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(asdict(self), sort_keys=True))
-        os.replace(tmp, path)
+        replace_file(path, json.dumps(asdict(self), sort_keys=True))
+
+
+def replace_file(path: Path, text: str) -> None:
+    """Write ``path`` through a temp file renamed over it; the temp files of
+    writers killed half-way (a pass's SIGKILL) are swept first."""
+    from cni.state.cache import sweep_temps
+
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    sweep_temps(path.parent, path.name)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-reconcile.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
 
 
 class ReconcileCollector:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import json
 import logging
 import os
 import shutil
@@ -232,12 +233,19 @@ def lab_reconciler(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="railyard_sim.agent")
     parser.add_argument("--lab", type=Path, required=True)
-    parser.add_argument("--socket", type=Path, required=True)
+    parser.add_argument("--socket", type=Path)
     parser.add_argument("--max-workers", type=int, default=16)
     parser.add_argument("--spare-workers", type=int, default=2)
     parser.add_argument("--reconcile-interval", type=float, default=RECONCILE_INTERVAL)
     parser.add_argument("--state-dir", type=Path, default=None)
+    parser.add_argument(
+        "--reconcile-once",
+        action="store_true",
+        help="run one reconcile pass over the lab's records in this process, exit",
+    )
     args = parser.parse_args(argv)
+    if args.socket is None and not args.reconcile_once:
+        parser.error("--socket is required")
     logging.basicConfig(
         level=logging.INFO,
         format="%(asctime)s %(levelname)s railyard-agent (lab): %(message)s",
@@ -249,6 +257,17 @@ def main(argv: list[str] | None = None) -> int:
 
     lab = args.lab.absolute()
     table = sim_table(lab)
+    if args.reconcile_once:
+        from cni.agent.reconcile import Reconciler
+        from railyard_sim.host import STATE_DIR
+
+        report = Reconciler(
+            table,
+            args.state_dir or lab / STATE_DIR,
+            {**os.environ, **daemon.client_env(lab)},
+        ).run_pass()
+        print(json.dumps({"repaired": report.repaired, "failed": report.failed}))
+        return 0
     agent = Agent(
         table,
         socket_path=args.socket,

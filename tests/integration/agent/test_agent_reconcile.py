@@ -17,6 +17,7 @@ import random
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -324,3 +325,83 @@ def test_ipamd_releases_what_no_attachment_explains_after_its_grace_not_before(
             subprocess.run(
                 ["ip", "netns", "del", pod], check=False, capture_output=True
             )
+
+
+def one_pass(lab: Lab, state: Path) -> subprocess.Popen[str]:
+    """A reconcile pass of its own (``railyard_sim.agent --reconcile-once``)."""
+    return subprocess.Popen(
+        [
+            sys.executable, "-m", "railyard_sim.agent", "--lab", str(lab.dir),
+            "--state-dir", str(state), "--reconcile-once",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("seed", [int(os.environ.get("RAILYARD_KILL_SEED", "2424"))])
+def test_a_pass_killed_at_any_point_leaves_what_the_next_pass_finishes(
+    tmp_path: Path, seed: int
+) -> None:
+    """SIGKILL of a pass at seeded moments of its run (spread over the time a
+    whole pass takes on this host: its start, its judging, the DEL's steps,
+    its ipamd report), and once at a fixed point (the VF home, the release
+    waiting on a stopped ipamd); then one whole pass: nothing is left."""
+    rng = random.Random(seed)
+    state = tmp_path / "state"
+    with lab_with_ipamd(tmp_path, rails=1, vfs_per_pf=1) as lab:
+        agent.start(lab.dir, reconcile_interval=0, state_dir=state)
+        rt = warm_runtime(lab, tmp_path)
+        vf = lab.rail(1).vfs[0]
+        mac = link(vf.netdev)["address"]
+
+        def gone_attachment(n: int) -> str:
+            pod = lab.netns_name(f"rk{n}")
+            subprocess.run(["ip", "netns", "add", pod], check=True)
+            cid = f"ckill{n}"
+            rt.add(conflist(lab, 0), Attachment(cid, f"/var/run/netns/{pod}", "net1"))
+            lab.vanish_netns(f"/var/run/netns/{pod}", "net1")
+            return cid
+
+        def finish(cid: str, label: str) -> None:
+            finishing = one_pass(lab, state)
+            _, err = finishing.communicate(timeout=60)
+            assert finishing.returncode == 0, f"{label}: {err[-2000:]}"
+            repaired_within(lab, state, cid, 0, mac, 0.1)
+            assert not list(state.rglob(".*.tmp")), label
+
+        try:
+            cid = gone_attachment(0)
+            started = time.monotonic()
+            finish(cid, "a whole pass")
+            whole = time.monotonic() - started
+            for n in range(1, 5):
+                cid = gone_attachment(n)
+                killed = one_pass(lab, state)
+                delay = rng.uniform(0.2 * whole, whole)
+                try:
+                    killed.wait(delay)
+                except subprocess.TimeoutExpired:
+                    killed.kill()
+                killed.communicate()
+                finish(cid, f"seed {seed}: killed at {delay:.2f}s of {whole:.2f}s")
+
+            cid = gone_attachment(5)
+            ipamd = daemon.running_pid(lab.dir)
+            assert ipamd is not None
+            os.kill(ipamd, signal.SIGSTOP)
+            try:
+                killed = one_pass(lab, state)
+                deadline = time.monotonic() + 30
+                while link(vf.netdev) is None:  # the DEL put the VF home
+                    assert time.monotonic() < deadline and killed.poll() is None
+                    time.sleep(0.02)
+                killed.kill()
+                killed.communicate()
+            finally:
+                os.kill(ipamd, signal.SIGCONT)
+            assert held_by(lab, cid) and records_of(state, cid)
+            finish(cid, "killed while the release waited on ipamd")
+        finally:
+            agent.stop(lab.dir, sig=signal.SIGKILL)
