@@ -117,19 +117,39 @@ def resolve_socket(setting: str, known: Sequence[Path] = KNOWN_SOCKETS) -> Path 
 
 
 class CriSandboxes:
-    """``ListPodSandbox`` on one runtime socket; a channel per call."""
+    """``ListPodSandbox`` on the runtime socket ``setting`` names (a path, or
+    ``auto``: found again at every call, so a runtime started after the agent
+    is asked too); a channel per call. The message classes are built here,
+    once, so a process forked later imports nothing to use them."""
 
-    def __init__(self, socket_path: Path, timeout: float = 5.0) -> None:
-        self.socket_path = socket_path
+    def __init__(
+        self,
+        setting: str,
+        timeout: float = 5.0,
+        known: Sequence[Path] = KNOWN_SOCKETS,
+    ) -> None:
+        self.setting = setting
         self.timeout = timeout
+        self._known = known
         self._types = _messages()
+
+    @property
+    def socket_path(self) -> Path | None:
+        return resolve_socket(self.setting, self._known)
 
     def _call(self, method: str, request: Any, reply: str) -> Any:
         import grpc
 
+        sock = self.socket_path
+        if sock is None:
+            raise CriUnavailable(
+                "no container runtime socket ("
+                + ", ".join(str(p) for p in self._known)
+                + ")"
+            )
         decode = self._types[reply].FromString
         try:
-            with grpc.insecure_channel(f"unix://{self.socket_path}") as channel:
+            with grpc.insecure_channel(f"unix://{sock}") as channel:
                 call = channel.unary_unary(
                     method,
                     request_serializer=lambda msg: msg.SerializeToString(),
@@ -140,8 +160,7 @@ class CriSandboxes:
             code = exc.code().name if hasattr(exc, "code") else "ERROR"
             details = exc.details() if hasattr(exc, "details") else str(exc)
             raise CriUnavailable(
-                f"CRI {method.rsplit('/', 1)[-1]} on {self.socket_path}: "
-                f"{code} {details}"
+                f"CRI {method.rsplit('/', 1)[-1]} on {sock}: {code} {details}"
             ) from None
 
     def runtime(self) -> str:

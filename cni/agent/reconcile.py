@@ -68,6 +68,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, cast
 
+from cni.agent.cri import AUTO, CriSandboxes, CriUnavailable
 from cni.agent.reconcile_metrics import STATS_FILE, ReconcileStats, replace_file
 from cni.attach.teardown import is_the_vf
 from cni.errors import CniError
@@ -77,7 +78,6 @@ from cni.state.cache import StateCache
 from cni.state.locks import FileLock, Locks, lent
 
 if TYPE_CHECKING:
-    from cni.agent.cri import CriSandboxes
     from cni.agent.server import PluginTable
     from cni.kernel import LinkInfo
 
@@ -312,12 +312,18 @@ class Reconciler:
     def _known_sandboxes(self) -> frozenset[str] | None:
         if self.sandboxes is None:
             return None
-        from cni.agent.cri import CriUnavailable
-
         try:
             return frozenset(s.id for s in self.sandboxes.list())
         except CriUnavailable as exc:
-            log.warning("reconcile: judging without the runtime this pass: %s", exc)
+            # ``auto`` on a host without a CRI runtime: said once at start-up.
+            quiet = (
+                self.sandboxes.socket_path is None and self.sandboxes.setting == AUTO
+            )
+            log.log(
+                logging.DEBUG if quiet else logging.WARNING,
+                "reconcile: judging without the runtime this pass: %s",
+                exc,
+            )
             return None
 
     def _repair(
@@ -511,8 +517,6 @@ class Reconciler:
     def _runtime_name(self) -> str:
         if self.sandboxes is None:
             return "none (netns and VF checks only)"
-        from cni.agent.cri import CriUnavailable
-
         try:
             return f"{self.sandboxes.runtime()} over {self.sandboxes.socket_path}"
         except CriUnavailable as exc:
@@ -579,11 +583,11 @@ def reconciler_process(
 ) -> Callable[[], None]:
     """The agent's child running the passes until the agent ends."""
 
-    def run() -> None:
-        from cni.agent.cri import CriSandboxes, resolve_socket
+    # Built now, in the agent before it forks: the CRI's message classes (and
+    # protobuf with them) are then imported once, not by the reconcile child.
+    sandboxes = CriSandboxes(cri_socket) if cri_socket else None
 
-        sock = resolve_socket(cri_socket)
-        sandboxes = CriSandboxes(sock) if sock is not None else None
+    def run() -> None:
         Reconciler(
             table, state_dir, os.environ if env is None else env, settings, sandboxes
         ).serve_forever()

@@ -92,7 +92,7 @@ def runtime() -> Iterator[Path]:
 
 
 def test_every_sandbox_the_runtime_knows_is_listed_ready_or_not(runtime: Path) -> None:
-    cri = CriSandboxes(runtime)
+    cri = CriSandboxes(str(runtime))
     sandboxes = {s.id: s for s in cri.list()}
     assert set(sandboxes) == {"sb-ready", "sb-stopped"}
     ready = sandboxes["sb-ready"]
@@ -107,9 +107,14 @@ def test_every_sandbox_the_runtime_knows_is_listed_ready_or_not(runtime: Path) -
 
 
 def test_a_runtime_that_does_not_answer_is_unavailable(tmp_path: Path) -> None:
-    cri = CriSandboxes(Path(tempfile.gettempdir()) / "i24-no-such.sock", timeout=0.5)
+    cri = CriSandboxes(str(tmp_path / "no-such.sock"), timeout=0.5)
     with pytest.raises(CriUnavailable, match="ListPodSandbox"):
         cri.list()
+    # auto, on a host with no runtime socket (yet): asked again next time.
+    absent = (tmp_path / "containerd.sock", tmp_path / "crio.sock")
+    auto = CriSandboxes("auto", timeout=0.5, known=absent)
+    with pytest.raises(CriUnavailable, match="no container runtime socket"):
+        auto.list()
 
 
 def test_auto_takes_the_first_runtime_socket_present(tmp_path: Path) -> None:
