@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 import click
 
@@ -20,6 +21,31 @@ from railyard.confdir import DEFAULT_CONF_DIR
 
 SOCKET_ENV = "RAILYARD_IPAMD_SOCKET"
 DEFAULT_SOCKET = "/run/railyard/ipamd.sock"
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _ipamd_options(func: F) -> F:
+    """How a command reaches ipamd: ``target``, ``tls_*``, ``timeout``."""
+    for option in reversed(
+        [
+            click.option(
+                "--socket",
+                "target",
+                envvar=SOCKET_ENV,
+                default=DEFAULT_SOCKET,
+                show_default=True,
+                help=f"ipamd socket path or host:port (env {SOCKET_ENV})",
+            ),
+            click.option("--tls-ca", type=click.Path(exists=True, path_type=Path)),
+            click.option("--tls-cert", type=click.Path(exists=True, path_type=Path)),
+            click.option("--tls-key", type=click.Path(exists=True, path_type=Path)),
+            click.option("--timeout", default=30.0, show_default=True),
+        ]
+    ):
+        func = option(func)
+    return func
 
 
 @click.group()
@@ -92,18 +118,7 @@ def _device_ids(values: tuple[str, ...]) -> dict[str, str]:
     show_default=True,
     help="where the PF of a --device-id is looked up (MTU check)",
 )
-@click.option(
-    "--socket",
-    "target",
-    envvar=SOCKET_ENV,
-    default=DEFAULT_SOCKET,
-    show_default=True,
-    help=f"ipamd socket path or host:port (env {SOCKET_ENV})",
-)
-@click.option("--tls-ca", type=click.Path(exists=True, path_type=Path))
-@click.option("--tls-cert", type=click.Path(exists=True, path_type=Path))
-@click.option("--tls-key", type=click.Path(exists=True, path_type=Path))
-@click.option("--timeout", default=30.0, show_default=True)
+@_ipamd_options
 @click.option(
     "--no-ipamd",
     is_flag=True,
@@ -334,18 +349,7 @@ def webhook_serve(
     type=click.IntRange(min=1),
     help="pods asked for per page of the API's list",
 )
-@click.option(
-    "--socket",
-    "target",
-    envvar=SOCKET_ENV,
-    default=DEFAULT_SOCKET,
-    show_default=True,
-    help=f"ipamd socket path or host:port (env {SOCKET_ENV})",
-)
-@click.option("--tls-ca", type=click.Path(exists=True, path_type=Path))
-@click.option("--tls-cert", type=click.Path(exists=True, path_type=Path))
-@click.option("--tls-key", type=click.Path(exists=True, path_type=Path))
-@click.option("--timeout", default=30.0, show_default=True)
+@_ipamd_options
 def gc(
     dry_run: bool,
     every: float | None,

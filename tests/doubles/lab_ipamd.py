@@ -4,7 +4,9 @@ it needs to reach the lab's agent through the warm-path shims."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -54,3 +56,22 @@ def warm_runtime(lab: Lab, tmp_path: Path) -> Runtime:
     }
     bins = agent.shim_bin_dir(tmp_path / "bin", lab.dir)
     return Runtime([bins, DEBIAN_BIN], env=env, cache_dir=tmp_path / "c")
+
+
+def allocations(lab: Lab) -> list[dict[str, Any]]:
+    """Every allocation the lab's ipamd holds (``ipamd alloc list --json``)."""
+    out = subprocess.run(
+        [
+            daemon.ipamd_command(),
+            "alloc",
+            "list",
+            "--json",
+            "--socket",
+            str(daemon.socket_path(lab.dir)),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    rows: list[dict[str, Any]] = json.loads(out)
+    return rows
