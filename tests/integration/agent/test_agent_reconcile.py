@@ -28,7 +28,7 @@ import pytest
 from cni.agent import reconcile_metrics
 from railyard_sim import agent, daemon
 from railyard_sim.lab import Lab, ip_json, netns_name_of
-from railyard_sim.recording import RecordingVfOps, read_state
+from railyard_sim.recording import RecordingVfOps, host_netdev, read_state
 from railyard_sim.runtime import Attachment, plugin_bin_dir
 from tests.doubles.lab_ipamd import allocations, lab_with_ipamd, warm_runtime
 from tests.doubles.sriov_lab import link
@@ -310,8 +310,17 @@ def back_from_a_dead_netns(lab: Lab, pci: str) -> None:
     the process and the VF falls back to the host. A veth stand-in dies with
     it instead, so the lab's driver rebind brings the VF's netdev back."""
     port = read_state(lab.dir)["ports"][pci]
-    if not ip_json(["link", "show", "dev", port["peer"]], netns=port["fabric_netns"]):
-        RecordingVfOps(lab.dir).rebind(pci)
+    # The kernel tears a dead netns down a moment later (a work queue):
+    # wait until the stand-in is in the host or gone with it.
+    deadline = time.monotonic() + 10
+    while host_netdev(lab.dir, pci) is None:
+        if not ip_json(
+            ["link", "show", "dev", port["peer"]], netns=port["fabric_netns"]
+        ):
+            RecordingVfOps(lab.dir).rebind(pci)
+            return
+        assert time.monotonic() < deadline, f"VF {pci} neither home nor gone"
+        time.sleep(0.02)
 
 
 @pytest.mark.parametrize("seed", [int(os.environ.get("RAILYARD_KILL_SEED", "2424"))])
