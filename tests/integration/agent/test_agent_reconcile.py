@@ -40,6 +40,8 @@ INTERVAL = 0.5
 #: on a loaded 2-core CI host (a DEL run in-process, ~0.1-0.3 s here).
 TWO_INTERVALS = 2 * INTERVAL * 1.2 + 1.0
 NETWORK = "gpu1-sriov"
+#: The race test's passes: back to back, so ADDs and DELs run during them.
+RACE_INTERVAL = 0.2
 
 
 @pytest.fixture
@@ -204,12 +206,14 @@ def test_a_record_left_by_a_plugin_killed_mid_add_is_repaired(
 def test_adds_and_dels_during_passes_are_untouched(
     lab: Lab, make_netns: Callable[[], str], tmp_path: Path, seed: int
 ) -> None:
-    """Pods come and go on two VFs at seeded moments while passes run every
-    half second and one gone attachment waits on the third VF: every ADD
-    stays intact (CHECK) until its DEL, every DEL succeeds, only the gone one
-    is repaired."""
+    """Pods come and go on two VFs at seeded moments while passes run back to
+    back (every 0.2 s) and one gone attachment waits on the third VF: every
+    ADD stays intact (CHECK) until its DEL, every DEL succeeds, only the gone
+    one is repaired."""
     rng = random.Random(seed)
     state = tmp_path / "state"
+    agent.stop(lab.dir)
+    agent.start(lab.dir, reconcile_interval=RACE_INTERVAL, state_dir=state)
     rt = warm_runtime(lab, tmp_path)
     mac = link(lab.rail(1).vfs[2].netdev)["address"]
     doomed = make_netns()
@@ -218,9 +222,9 @@ def test_adds_and_dels_during_passes_are_untouched(
     for cycle in range(6):
         vf = cycle % 2
         att = Attachment(f"crace{cycle}", make_netns(), "net1")
-        time.sleep(rng.uniform(0, INTERVAL))
+        time.sleep(rng.uniform(0, RACE_INTERVAL))
         rt.add(conflist(lab, vf), att)
-        time.sleep(rng.uniform(0, INTERVAL))
+        time.sleep(rng.uniform(0, RACE_INTERVAL))
         rt.check(conflist(lab, vf), att)  # still as ADD left it
         assert held_by(lab, att.container_id), f"seed {seed} cycle {cycle}"
         rt.delete(conflist(lab, vf), att)
