@@ -84,7 +84,6 @@ class NodeReconcile:
     within_grace: int
 
 
-
 def _ip_int(text: str) -> int:
     """The integer of a stored address. A takeover parses every row (65k in a
     full /16): inet_pton is ~10x faster than ``int(ipaddress.ip_address())``."""

@@ -120,6 +120,7 @@ def serve(
 ) -> None:
     """Run the daemon until SIGTERM."""
     import socket
+
     from ipamd.server import ConfigError
     from ipamd.server import serve as run
 

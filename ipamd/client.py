@@ -495,7 +495,9 @@ class IpamdClient:
         msg = pb.ReconcileNodeRequest(
             client_version=API_VERSION,
             node=node,
-            attachments=[pb.Attachment(container_id=c, ifname=i) for c, i in attachments],
+            attachments=[
+                pb.Attachment(container_id=c, ifname=i) for c, i in attachments
+            ],
             networks=sorted(set(networks)),
             dry_run=dry_run,
         )

@@ -305,8 +305,6 @@ def test_plugin_del_never_loads_the_daemons_database_or_cli(tmp_path, module):
         "railyard.gc",
     ],
 )
-def test_the_kubernetes_client_stays_off_the_agent_and_the_cli_import(
-    tmp_path, module
-):
+def test_the_kubernetes_client_stays_off_the_agent_and_the_cli_import(tmp_path, module):
     _, tops, _, _ = _run(tmp_path, module, "import", {})
     assert {"kubernetes", "urllib3"} & tops == set()
