@@ -90,6 +90,8 @@ NODE_NAME_ENV = "RAILYARD_NODE_NAME"
 #: The networks this node has held VF records of (never shrinks).
 NETWORKS_FILE = Path("reconcile") / "networks.json"
 CNI_VERSION = "1.0.0"
+#: The netconf name of an rdma DEL whose record names no network.
+RDMA_UNNAMED = "railyard-reconcile"
 #: Seconds a pass waits for ipamd to take the node's account.
 IPAMD_TIMEOUT = 10.0
 
@@ -211,7 +213,9 @@ def del_requests(att: Attachment) -> list[tuple[str, dict[str, object]]]:
                 "rdma",
                 {
                     "cniVersion": CNI_VERSION,
-                    "name": att.rdma.network,
+                    # rdma's DEL names nothing by it; a section written before
+                    # sections kept their network still needs a valid netconf.
+                    "name": att.rdma.network or _network_of(att, RDMA_UNNAMED),
                     "type": "rdma",
                     "deviceID": att.rdma.device_id,
                 },
@@ -554,11 +558,11 @@ class Reconciler:
             time.sleep(0.02)
 
 
-def _network_of(att: Attachment) -> str:
+def _network_of(att: Attachment, unknown: str = "-") -> str:
     for part in (att.vf, att.rdma, att.ib):
         if part is not None and part.network:
             return part.network
-    return "-"
+    return unknown
 
 
 def _real_netns_exists() -> Callable[[str], bool]:

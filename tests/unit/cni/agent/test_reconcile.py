@@ -297,3 +297,49 @@ def test_no_stats_file_yet_reads_as_zero(tmp_path: Path) -> None:
         reconcile_metrics.ReconcileStats.load(tmp_path / reconcile_metrics.STATS_FILE)
         == reconcile_metrics.ReconcileStats()
     )
+
+
+def test_each_plugin_takes_the_dels_netconf_the_reconcile_builds() -> None:
+    """What ``del_requests`` hands each plugin passes its own config loader
+    (a DEL needs no prevResult and no deviceID, but gets them)."""
+    import io
+
+    from cni.plugins.ib_sriov.config import load_conf as ib_sriov_conf
+    from cni.plugins.rdma.config import load_conf as rdma_conf
+    from cni.plugins.sriov.config import load_conf as sriov_conf
+    from cni.skel import run_plugin
+
+    loaders = {"sriov": sriov_conf, "ib-sriov": ib_sriov_conf, "rdma": rdma_conf}
+    # A section from before sections kept their network names none.
+    rdma = RdmaSection(
+        device_id=PCI, container_dev="mlx5_3", sandbox_dev="mlx5_3", netns=POD
+    )
+    ib = IbSection(pci=PCI, pf="ib0", vf_index=2, network="gpu1-ib")
+    requests = del_requests(
+        Attachment("c1", "net1", vf=vf_state(), vf_plugin="sriov", rdma=rdma)
+    ) + del_requests(Attachment("c2", "net1", ib=ib))
+    assert [t for t, _ in requests] == ["rdma", "sriov", "ib-sriov"]
+    loaded: list[str] = []
+    for cni_type, netconf in requests:
+        out = io.StringIO()
+
+        def delete(ca: CmdArgs, cni_type: str = cni_type) -> None:
+            loaders[cni_type](ca)
+            loaded.append(cni_type)
+
+        code = run_plugin(
+            PluginFuncs(add=_no_add, del_=delete),
+            cni_type,
+            env={
+                "CNI_COMMAND": "DEL",
+                "CNI_CONTAINERID": "c1",
+                "CNI_NETNS": "",
+                "CNI_IFNAME": "net1",
+                "CNI_PATH": "/opt/cni/bin",
+            },
+            stdin=io.BytesIO(json.dumps(netconf).encode()),
+            stdout=out,
+            stderr=io.StringIO(),
+        )
+        assert code == 0, out.getvalue()
+    assert loaded == ["rdma", "sriov", "ib-sriov"]
