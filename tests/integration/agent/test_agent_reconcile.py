@@ -28,7 +28,12 @@ import pytest
 from cni.agent import reconcile_metrics
 from railyard_sim import agent, daemon
 from railyard_sim.lab import Lab, ip_json, netns_name_of
-from railyard_sim.recording import RecordingVfOps, host_netdev, read_state
+from railyard_sim.recording import (
+    RecordingVfOps,
+    host_netdev,
+    rdma_location,
+    read_state,
+)
 from railyard_sim.runtime import Attachment, plugin_bin_dir
 from tests.doubles.lab_ipamd import allocations, lab_with_ipamd, warm_runtime
 from tests.doubles.sriov_lab import link
@@ -200,6 +205,26 @@ def test_a_record_left_by_a_plugin_killed_mid_add_is_repaired(
     took = repaired_within(lab, tmp_path / "state", "ckilled", 2, mac, TWO_INTERVALS)
     assert repairs(tmp_path / "state") == {"netns-gone": 1}
     print(f"killed mid-ADD repaired in {took:.2f}s")
+
+
+def test_an_rdma_chain_is_repaired_rdma_device_and_all(
+    lab: Lab, make_netns: Callable[[], str], tmp_path: Path
+) -> None:
+    """``[sriov, rdma]``: the RDMA device comes home too, both records go."""
+    vf = lab.rail(1).vfs[0]
+    mac = link(vf.netdev)["address"]
+    conf = conflist(lab, 0)
+    conf["plugins"].append({"type": "rdma", "deviceID": vf.pci})
+    rt = warm_runtime(lab, tmp_path)
+    pod = make_netns()
+    rt.add(conf, Attachment("cchain", pod, "net1"))
+    assert rdma_location(lab.dir, vf.rdma) == pod
+    assert (tmp_path / "state" / "rdma" / "cchain-net1.json").exists()
+
+    lab.vanish_netns(pod, "net1")
+    repaired_within(lab, tmp_path / "state", "cchain", 0, mac, TWO_INTERVALS)
+    assert rdma_location(lab.dir, vf.rdma) is None
+    assert repairs(tmp_path / "state") == {"netns-gone": 1}
 
 
 @pytest.mark.parametrize("seed", [int(os.environ.get("RAILYARD_RACE_SEED", "2412"))])
