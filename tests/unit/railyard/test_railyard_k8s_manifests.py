@@ -99,3 +99,17 @@ def test_gc_runs_one_round_at_a_time_with_its_account() -> None:
     assert container["command"][-1] == "gc" and "--dry-run" not in container["args"]
     binding = gc["ClusterRoleBinding"]
     assert binding["roleRef"]["name"] == gc["ClusterRole"]["metadata"]["name"]
+
+
+def test_every_pod_template_names_its_volumes_once() -> None:
+    # The API server refuses a pod spec with two volumes of one name.
+    for path in sorted(K8S.glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            spec = (doc or {}).get("spec") or {}
+            template = spec.get("template") or (
+                (spec.get("jobTemplate") or {}).get("spec", {}).get("template")
+            )
+            if not template:
+                continue
+            names = [v["name"] for v in template["spec"].get("volumes", [])]
+            assert len(names) == len(set(names)), f"{path.name}: {names}"
