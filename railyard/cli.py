@@ -26,6 +26,14 @@ DEFAULT_SOCKET = "/run/railyard/ipamd.sock"
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+#: How a command reaches the Kubernetes API from outside the cluster.
+_KUBECONFIG = click.option(
+    "--kubeconfig",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="out-of-cluster access; in a pod the service account is used",
+)
+
+
 def _ipamd_options(func: F) -> F:
     """How a command reaches ipamd: ``target``, ``tls_*``, ``timeout``."""
     for option in reversed(
@@ -281,11 +289,7 @@ def webhook() -> None:
 @click.option("--cert", required=True, type=click.Path(exists=True, path_type=Path))
 @click.option("--key", required=True, type=click.Path(exists=True, path_type=Path))
 @click.option("--listen", default="0.0.0.0:9443", show_default=True)
-@click.option(
-    "--kubeconfig",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="out-of-cluster access; in a pod the service account is used",
-)
+@_KUBECONFIG
 @click.option(
     "--log-level",
     default="INFO",
@@ -337,11 +341,7 @@ def webhook_serve(
     help="run a round every SECONDS until SIGTERM (a Deployment); default: once "
     "(a CronJob)",
 )
-@click.option(
-    "--kubeconfig",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="out-of-cluster access; in a pod the service account is used",
-)
+@_KUBECONFIG
 @click.option(
     "--page-size",
     default=500,
