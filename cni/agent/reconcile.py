@@ -502,16 +502,22 @@ class Reconciler:
 
     def serve_forever(self, should_stop: Callable[[], bool] = lambda: False) -> None:
         """A pass at start-up, then one every interval (with jitter), each in
-        a forked process bounded by ``pass_timeout``."""
+        a forked process bounded by ``pass_timeout``.
+
+        This process never calls gRPC itself (the CRI, ipamd): its passes are
+        forked from it, and a process that forks must not hold gRPC's threads
+        (fork support is off in the agent). The first pass names the runtime.
+        """
         log.info(
-            "reconcile: every %gs (+-%d%%), at most %d repairs a pass, runtime %s",
+            "reconcile: every %gs (+-%d%%), at most %d repairs a pass",
             self.settings.interval,
             round(self.settings.jitter * 100),
             self.settings.max_repairs,
-            self._runtime_name(),
         )
+        first = True
         while not should_stop():
-            self._forked_pass()
+            self._forked_pass(first)
+            first = False
             spread = self.settings.interval * self.settings.jitter
             pause = self.settings.interval + random.uniform(-spread, spread)
             deadline = time.monotonic() + max(pause, 0.05)
@@ -526,12 +532,14 @@ class Reconciler:
         except CriUnavailable as exc:
             return f"not answering yet ({exc})"
 
-    def _forked_pass(self) -> None:
+    def _forked_pass(self, first: bool = False) -> None:
         pid = os.fork()
         if pid == 0:
             status = 70
             try:
                 signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                if first:
+                    log.info("reconcile: container runtime %s", self._runtime_name())
                 self.run_pass()
                 status = 0
             except BaseException as exc:  # noqa: BLE001 - the child never returns

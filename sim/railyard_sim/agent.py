@@ -23,6 +23,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -125,14 +126,16 @@ def start(
     spares: int = 2,
     reconcile_interval: float = RECONCILE_INTERVAL,
     state_dir: Path | None = None,
+    cri_socket: Path | None = None,
+    sandbox_min_age: float | None = None,
 ) -> int:
     """Start the lab's agent; return once its socket exists (it then accepts).
 
     Its reconcile (``cni.agent.reconcile``) runs every ``reconcile_interval``
     seconds (0: off) over the records in ``state_dir`` (default the lab's,
-    ``<lab>/state``), without a container runtime: the lab has none, and a
-    runtime on the machine (containerd for the conformance tier) knows none of
-    the lab's pods."""
+    ``<lab>/state``). It asks no container runtime unless ``cri_socket`` names
+    one (a test's): the lab has none, and a runtime on the machine (containerd
+    for the conformance tier) knows none of the lab's pods."""
     lab_dir = Path(lab_dir).absolute()
     sock = socket_path(lab_dir)
     sock.parent.mkdir(mode=0o700, exist_ok=True)
@@ -154,6 +157,10 @@ def start(
     ]
     if state_dir is not None:
         cmd += ["--state-dir", str(state_dir)]
+    if cri_socket is not None:
+        cmd += ["--cri-socket", str(cri_socket)]
+    if sandbox_min_age is not None:
+        cmd += ["--sandbox-min-age", str(sandbox_min_age)]
     with open(sock.parent / LOG, "ab") as log:
         proc = subprocess.Popen(
             cmd,
@@ -207,25 +214,25 @@ def remove_files(lab_dir: Path) -> None:
 
 
 def lab_reconciler(
-    lab: Path, table: PluginTable, interval: float, state_dir: Path | None
+    lab: Path,
+    table: PluginTable,
+    args: argparse.Namespace,
 ) -> Callable[[], None] | None:
     """The agent's reconcile over the lab's records, its plugins reaching the
-    lab's ipamd; None when ``interval`` is 0."""
-    if not interval:
+    lab's ipamd; None when ``--reconcile-interval`` is 0."""
+    if not args.reconcile_interval:
         return None
     from cni.agent.reconcile import ReconcileSettings, reconciler_process
     from railyard_sim.host import STATE_DIR
 
-    settings = ReconcileSettings(
-        interval=interval,
-        # Short intervals are for tests: keep a pass's pause above a few ms.
-        pass_timeout=max(60.0, interval * 10),
-    )
+    settings = ReconcileSettings(interval=args.reconcile_interval)
+    if args.sandbox_min_age is not None:
+        settings = replace(settings, sandbox_min_age=args.sandbox_min_age)
     return reconciler_process(
         table,
-        state_dir or lab / STATE_DIR,
+        args.state_dir or lab / STATE_DIR,
         settings,
-        cri_socket="",
+        cri_socket=str(args.cri_socket or ""),
         env={**os.environ, **daemon.client_env(lab)},
     )
 
@@ -238,6 +245,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spare-workers", type=int, default=2)
     parser.add_argument("--reconcile-interval", type=float, default=RECONCILE_INTERVAL)
     parser.add_argument("--state-dir", type=Path, default=None)
+    parser.add_argument("--cri-socket", type=Path, default=None)
+    parser.add_argument("--sandbox-min-age", type=float, default=None)
     parser.add_argument(
         "--reconcile-once",
         action="store_true",
@@ -277,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
         # The lab's plugins reach its ipamd through the environment.
         prepare=ipamd_channels(daemon.client_env(lab)),
         worker_setup=keep_ipamd_channels,
-        reconciler=lab_reconciler(lab, table, args.reconcile_interval, args.state_dir),
+        reconciler=lab_reconciler(lab, table, args),
     )
     agent.warm()
     agent.bind()

@@ -35,6 +35,7 @@ from railyard_sim.recording import (
     read_state,
 )
 from railyard_sim.runtime import Attachment, plugin_bin_dir
+from tests.doubles.cri_runtime import FakeSandbox, serve_cri
 from tests.doubles.lab_ipamd import allocations, lab_with_ipamd, warm_runtime
 from tests.doubles.sriov_lab import link
 
@@ -205,6 +206,43 @@ def test_a_record_left_by_a_plugin_killed_mid_add_is_repaired(
     took = repaired_within(lab, tmp_path / "state", "ckilled", 2, mac, TWO_INTERVALS)
     assert repairs(tmp_path / "state") == {"netns-gone": 1}
     print(f"killed mid-ADD repaired in {took:.2f}s")
+
+
+def test_a_sandbox_the_runtime_no_longer_knows_is_repaired(
+    tmp_path: Path, make_netns: Callable[[], str]
+) -> None:
+    """With a CRI runtime (played by ``serve_cri``): the runtime lost one pod's
+    sandbox while its netns lives on; once the record is older than the
+    minimum age that attachment is finished, the other pod is not."""
+    min_age = 1.0
+    state = tmp_path / "state"
+    known = [FakeSandbox("clive", "live-0"), FakeSandbox("clost", "lost-0")]
+    with (
+        lab_with_ipamd(tmp_path, rails=1, vfs_per_pf=2) as lab,
+        serve_cri(lambda: known) as runtime,
+    ):
+        agent.start(
+            lab.dir,
+            reconcile_interval=INTERVAL,
+            state_dir=state,
+            cri_socket=runtime,
+            sandbox_min_age=min_age,
+        )
+        try:
+            rt = warm_runtime(lab, tmp_path)
+            mac = link(lab.rail(1).vfs[1].netdev)["address"]
+            live = Attachment("clive", make_netns(), "net1")
+            rt.add(conflist(lab, 0), live)
+            rt.add(conflist(lab, 1), Attachment("clost", make_netns(), "net1"))
+            time.sleep(min_age + 2 * INTERVAL)
+            assert held_by(lab, "clost"), "repaired while the runtime knew it"
+            known.pop()  # the runtime lost it (its state wiped), no DEL
+            repaired_within(lab, state, "clost", 1, mac, TWO_INTERVALS)
+            assert repairs(state) == {"sandbox-gone": 1}
+            rt.check(conflist(lab, 0), live)
+            assert "containerd v1.7.24" in agent_log(lab)
+        finally:
+            agent.stop(lab.dir, sig=signal.SIGKILL)
 
 
 def test_an_rdma_chain_is_repaired_rdma_device_and_all(
