@@ -343,3 +343,16 @@ def test_each_plugin_takes_the_dels_netconf_the_reconcile_builds() -> None:
         )
         assert code == 0, out.getvalue()
     assert loaded == ["rdma", "sriov", "ib-sriov"]
+
+
+def test_the_agent_reconciles_unless_told_not_to(tmp_path: Path) -> None:
+    from cni.agent.cli import main, parse_args, reconciler
+
+    table = FakeNode(AttachmentRecords(tmp_path)).table()
+    on = parse_args(["--state-dir", str(tmp_path), "--cri-socket", ""])
+    assert (on.reconcile_interval, on.reconcile_max_repairs) == (60.0, 16)
+    assert callable(reconciler(on, table))
+    off = parse_args(["--reconcile-interval", "0"])
+    assert reconciler(off, table) is None
+    assert main(["--reconcile-interval", "-1"]) == 2
+    assert main(["--reconcile-max-repairs", "0"]) == 2
