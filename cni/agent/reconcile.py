@@ -20,7 +20,8 @@ An attachment record is **gone** when
   (sriov-cni #126), while its recorded netns path names another namespace;
 - ``sandbox-gone``: the container runtime, asked over the CRI
   (``cni.agent.cri``: containerd or CRI-O), answered in full and does not
-  know the record's sandbox, and the record is older than
+  know the record's sandbox, the record is a Kubernetes pod's (it names the
+  pod: only those were made through the CRI), and it is older than
   ``sandbox_min_age`` (a runtime registers a sandbox only after its whole
   CNI chain ran). Without a runtime socket this criterion is off and the
   two above still hold.
@@ -159,6 +160,11 @@ class Judge:
                 )
         if (
             self._sandboxes is not None
+            and vf is not None
+            # Only a Kubernetes pod's attachment (K8S_POD_NAME in CNI_ARGS)
+            # was made through the CRI runtime: a podman container's is not in
+            # its list even when containerd runs on the same host.
+            and vf.pod_name
             and att.container_id not in self._sandboxes
             and age >= self._min_age
         ):

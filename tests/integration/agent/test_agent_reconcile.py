@@ -208,6 +208,16 @@ def test_a_record_left_by_a_plugin_killed_mid_add_is_repaired(
     print(f"killed mid-ADD repaired in {took:.2f}s")
 
 
+def k8s_pod(name: str) -> dict[str, str]:
+    """CNI_ARGS of a Kubernetes pod, as multus passes them."""
+    return {
+        "IgnoreUnknown": "true",
+        "K8S_POD_NAMESPACE": "default",
+        "K8S_POD_NAME": name,
+        "K8S_POD_INFRA_CONTAINER_ID": name,
+    }
+
+
 def test_a_sandbox_the_runtime_no_longer_knows_is_repaired(
     tmp_path: Path, make_netns: Callable[[], str]
 ) -> None:
@@ -231,16 +241,17 @@ def test_a_sandbox_the_runtime_no_longer_knows_is_repaired(
         try:
             rt = warm_runtime(lab, tmp_path)
             mac = link(lab.rail(1).vfs[1].netdev)["address"]
-            live = Attachment("clive", make_netns(), "net1")
+            live = Attachment("clive", make_netns(), "net1", k8s_pod("live-0"))
             rt.add(conflist(lab, 0), live)
-            rt.add(conflist(lab, 1), Attachment("clost", make_netns(), "net1"))
+            lost = Attachment("clost", make_netns(), "net1", k8s_pod("lost-0"))
+            rt.add(conflist(lab, 1), lost)
             time.sleep(min_age + 2 * INTERVAL)
             assert held_by(lab, "clost"), "repaired while the runtime knew it"
             known.pop()  # the runtime lost it (its state wiped), no DEL
             repaired_within(lab, state, "clost", 1, mac, TWO_INTERVALS)
             assert repairs(state) == {"sandbox-gone": 1}
             rt.check(conflist(lab, 0), live)
-            assert "containerd v1.7.24" in agent_log(lab)
+            assert "container runtime containerd v1.7.24" in agent_log(lab)
         finally:
             agent.stop(lab.dir, sig=signal.SIGKILL)
 

@@ -170,7 +170,8 @@ def test_a_vf_in_the_host_under_its_pod_name_is_gone_only_with_its_identity() ->
 
 
 def test_a_sandbox_the_runtime_lost_is_gone_only_once_the_record_is_old() -> None:
-    att = Attachment("c1", "net1", vf=vf_state(), vf_plugin="sriov")
+    pod = vf_state(pod_namespace="default", pod_name="trainer-0")
+    att = Attachment("c1", "net1", vf=pod, vf_plugin="sriov")
     judge = Judge(lambda p: True, lambda n: None, frozenset({"other"}), 60.0)
     # Young: the runtime registers a sandbox only after its CNI chain ran.
     assert judge.verdict(att, 5.0) is None
@@ -180,6 +181,9 @@ def test_a_sandbox_the_runtime_lost_is_gone_only_once_the_record_is_old() -> Non
     assert known.verdict(att, 1000.0) is None
     without_runtime = Judge(lambda p: True, lambda n: None, None, 60.0)
     assert without_runtime.verdict(att, 1000.0) is None
+    # Not a Kubernetes pod's (podman's, no K8S_POD_NAME): the CRI never knew it.
+    podman = Attachment("c1", "net1", vf=vf_state(), vf_plugin="sriov")
+    assert judge.verdict(podman, 1000.0) is None
 
 
 HOLDER = """
