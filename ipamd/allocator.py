@@ -81,6 +81,15 @@ class Lease:
         return f"{self.row.ip}/{self.pool.prefixlen}"
 
 
+@dataclass(frozen=True, slots=True)
+class NodeReconcile:
+    """What a node's account released, and how many unexplained allocations
+    were too young to judge (an ADD whose record the account missed)."""
+
+    released: list[Lease]
+    within_grace: int
+
+
 def _ip_int(text: str) -> int:
     """The integer of a stored address. A takeover parses every row (65k in a
     full /16): inet_pton is ~10x faster than ``int(ipaddress.ip_address())``."""
@@ -106,6 +115,12 @@ class AllocState:
         self.rows: dict[tuple[str, int], AllocationRow] = {}  # (pool, ip int)
         self.by_attachment: dict[AttachmentKey, list[AllocationRow]] = {}
         self.sticky: dict[StickyKey, AllocationRow] = {}
+        # When this state was built, and when an attachment last got its
+        # addresses here: a sticky address taken back keeps its first
+        # ``created_at``, and a takeover knows nothing of ADDs in flight, so a
+        # node's reconcile measures age from the latest of the three.
+        self.built_at = clock()
+        self.assigned_at: dict[AttachmentKey, float] = {}
         for row in snap.allocations:
             self._add_row(row)
         used: dict[str, list[int]] = {name: [] for name in self.pools}
@@ -202,6 +217,7 @@ class AllocState:
                     self.index[pool.name].release(ip)
             raise
         now = self._clock()
+        self.assigned_at[(req.container_id, req.ifname)] = now
         ops: list[Op] = []
         for row in stale:
             self._drop_row(row)
@@ -457,6 +473,10 @@ class AllocState:
 
     def _release_row(self, row: AllocationRow) -> Op:
         self._drop_row(row)
+        if row.container_id and not self.by_attachment.get(
+            (row.container_id, row.ifname)
+        ):
+            self.assigned_at.pop((row.container_id, row.ifname), None)
         if row.sticky and row.container_id is not None:
             held = replace(row, container_id=None, netns="")
             self._add_row(held)
@@ -477,6 +497,40 @@ class AllocState:
             if not network or r.network == network
         ]
         return rows, [self._release_row(r) for r in rows]
+
+    def reconcile_node(
+        self,
+        node: str,
+        held: Iterable[AttachmentKey],
+        networks: Iterable[str],
+        grace: float,
+        dry_run: bool = False,
+    ) -> tuple[NodeReconcile, list[Op]]:
+        """A node's account of its attachments: release the allocations of
+        ``node`` in ``networks`` that no attachment in ``held`` explains and
+        that are older than ``grace`` seconds (see ``NodeReconcile``)."""
+        if not node:
+            raise InvalidRequest("node is required")
+        keep, scope = set(held), set(networks)
+        now = self._clock()
+        unexplained = [
+            row
+            for key, rows in self.by_attachment.items()
+            if key not in keep
+            for row in rows
+            if row.node == node and row.network in scope
+        ]
+        old = [r for r in unexplained if now - self._assigned(r) >= grace]
+        outcome = NodeReconcile(
+            [self._lease(r) for r in old], len(unexplained) - len(old)
+        )
+        if dry_run:
+            return outcome, []
+        return outcome, [self._release_row(r) for r in old]
+
+    def _assigned(self, row: AllocationRow) -> float:
+        key = (row.container_id or "", row.ifname)
+        return max(row.created_at, self.assigned_at.get(key, 0.0), self.built_at)
 
     def release_admin(
         self, container_id: str, ifname: str, pool: str, ip: str

@@ -89,6 +89,22 @@ def main() -> None:
     default="",
     help="HOST:PORT to serve Prometheus /metrics on (off by default).",
 )
+@click.option(
+    "--node-name",
+    envvar="RAILYARD_NODE_NAME",
+    default="",
+    help="the node this daemon runs on: a node agent on the unix socket may "
+    "reconcile this node's allocations only (env RAILYARD_NODE_NAME; default "
+    "the hostname)",
+)
+@click.option(
+    "--node-reconcile-grace",
+    default=120.0,
+    show_default=True,
+    type=click.FloatRange(0.0),
+    help="seconds an allocation no node attachment explains is kept before a "
+    "node's report releases it",
+)
 def serve(
     db_url: str,
     listen: str,
@@ -99,8 +115,12 @@ def serve(
     lease_ttl: float,
     health_listen: str,
     metrics_listen: str,
+    node_name: str,
+    node_reconcile_grace: float,
 ) -> None:
     """Run the daemon until SIGTERM."""
+    import socket
+
     from ipamd.server import ConfigError
     from ipamd.server import serve as run
 
@@ -118,6 +138,8 @@ def serve(
         lease_ttl=lease_ttl,
         health_listen=health_listen,
         metrics_listen=metrics_listen,
+        node_name=node_name or socket.gethostname(),
+        node_reconcile_grace=node_reconcile_grace,
     )
     try:
         run(settings)

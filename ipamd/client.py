@@ -492,6 +492,25 @@ class IpamdClient:
         reply = self.call("GarbageCollect", msg, idempotent=True)
         return int(reply.released_attachments)
 
+    def reconcile_node(
+        self,
+        node: str,
+        attachments: Iterable[tuple[str, str]],
+        networks: Iterable[str],
+        dry_run: bool = False,
+    ) -> pb.ReconcileNodeReply:
+        """The node's account of its attachments (``ReconcileNode``)."""
+        msg = pb.ReconcileNodeRequest(
+            client_version=API_VERSION,
+            node=node,
+            attachments=[
+                pb.Attachment(container_id=c, ifname=i) for c, i in attachments
+            ],
+            networks=sorted(set(networks)),
+            dry_run=dry_run,
+        )
+        return self.call("ReconcileNode", msg, idempotent=True)  # type: ignore[no-any-return]
+
     def status(self) -> pb.StatusReply:
         """The active replica's status, or the first answer when none is ready."""
         msg = pb.StatusRequest(client_version=API_VERSION)

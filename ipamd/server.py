@@ -218,7 +218,15 @@ def build(settings: Settings, store: Store | None = None) -> Daemon:
             options=[("grpc.so_reuseport", 0)],
             maximum_concurrent_rpcs=settings.max_concurrent_rpcs,
         )
-        add_to_server(IpamServicer(engine, metrics), server)
+        add_to_server(
+            IpamServicer(
+                engine,
+                metrics,
+                node_name=settings.node_name,
+                node_reconcile_grace=settings.node_reconcile_grace,
+            ),
+            server,
+        )
         try:
             if path is not None:
                 _prepare_socket_dir(path)

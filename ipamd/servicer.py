@@ -38,6 +38,7 @@ from ipamd.errors import (
     Unavailable,
 )
 from ipamd.manifest import parse_manifest
+from ipamd.node_identity import proven_node
 from ipamd.pool_admin import PoolUsage
 from ipamd.pools import (
     Pool,
@@ -269,9 +270,17 @@ def lease_to_pb(lease: Lease) -> pb.Allocation:
 
 
 class IpamServicer(pb_grpc.IpamServicer):
-    def __init__(self, engine: Engine, metrics: IpamdMetrics | None = None) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        metrics: IpamdMetrics | None = None,
+        node_name: str = "",
+        node_reconcile_grace: float = 120.0,
+    ) -> None:
         self._engine = engine
         self._metrics = metrics
+        self._node_name = node_name
+        self._grace = node_reconcile_grace
 
     def _failed(self, method: str, request: Any, code: grpc.StatusCode) -> None:
         if self._metrics is None:
@@ -484,3 +493,48 @@ class IpamServicer(pb_grpc.IpamServicer):
             )
         )
         return pb.ReleaseReply(released=len(rows))
+
+    @_rpc
+    async def ReconcileNode(
+        self, request: pb.ReconcileNodeRequest, context: Any
+    ) -> pb.ReconcileNodeReply:
+        auth = context.auth_context() or {}
+        node, how = proven_node(auth, context.peer() or "", self._node_name)
+        if not request.node or node != request.node:
+            log.warning(
+                "ReconcileNode for node %r refused: %s",
+                request.node,
+                how if not node else f"the caller is {node!r} ({how})",
+            )
+            await context.abort(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"a report for node {request.node!r} must come from that node: "
+                + (how if not node else f"the caller proves it is {node!r} ({how})"),
+            )
+        held = [(a.container_id, a.ifname) for a in request.attachments]
+        outcome = await self._call(
+            lambda st: st.reconcile_node(
+                node, held, request.networks, self._grace, request.dry_run
+            )
+        )
+        for lease in outcome.released:
+            row = lease.row
+            log.info(
+                "%s %s/%s of %s/%s (container %s %s) on node %s: no attachment "
+                "on the node explains it",
+                "would release" if request.dry_run else "released",
+                row.pool,
+                row.ip,
+                row.pod_namespace,
+                row.pod_name,
+                row.container_id,
+                row.ifname,
+                node,
+            )
+        if self._metrics is not None and not request.dry_run:
+            self._metrics.released([lease.row.pool for lease in outcome.released])
+        return pb.ReconcileNodeReply(
+            released=[lease_to_pb(lease) for lease in outcome.released],
+            within_grace=outcome.within_grace,
+            grace_seconds=self._grace,
+        )

@@ -33,3 +33,10 @@ class Settings:
     # "host:port" of a plain HTTP endpoint for probes: /readyz answers 200
     # on the active replica and 503 on a standby; /livez 200 while serving.
     health_listen: str = ""
+    # ReconcileNode: the node a caller on the unix socket is (the host ipamd
+    # runs on; see ipamd.node_identity), and how old an allocation no node
+    # attachment explains must be before it is released (an ADD in flight
+    # allocates after its record is written, so this only has to cover a
+    # report's way from the node; a margin for a slow node is added).
+    node_name: str = ""
+    node_reconcile_grace: float = 120.0

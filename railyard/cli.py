@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The ``railyard`` command (click): apply, get networks, delete network, webhook.
+"""The ``railyard`` command (click): apply, get networks, delete network, webhook, gc.
 
 Output follows kubectl's habits: one ``kind/name verb`` line per object on
 stdout; errors on stderr, one per line, exit status 1, no traceback. With
@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 import click
 
@@ -20,6 +21,39 @@ from railyard.confdir import DEFAULT_CONF_DIR
 
 SOCKET_ENV = "RAILYARD_IPAMD_SOCKET"
 DEFAULT_SOCKET = "/run/railyard/ipamd.sock"
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+#: How a command reaches the Kubernetes API from outside the cluster.
+_KUBECONFIG = click.option(
+    "--kubeconfig",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="out-of-cluster access; in a pod the service account is used",
+)
+
+
+def _ipamd_options(func: F) -> F:
+    """How a command reaches ipamd: ``target``, ``tls_*``, ``timeout``."""
+    for option in reversed(
+        [
+            click.option(
+                "--socket",
+                "target",
+                envvar=SOCKET_ENV,
+                default=DEFAULT_SOCKET,
+                show_default=True,
+                help=f"ipamd socket path or host:port (env {SOCKET_ENV})",
+            ),
+            click.option("--tls-ca", type=click.Path(exists=True, path_type=Path)),
+            click.option("--tls-cert", type=click.Path(exists=True, path_type=Path)),
+            click.option("--tls-key", type=click.Path(exists=True, path_type=Path)),
+            click.option("--timeout", default=30.0, show_default=True),
+        ]
+    ):
+        func = option(func)
+    return func
 
 
 @click.group()
@@ -92,18 +126,7 @@ def _device_ids(values: tuple[str, ...]) -> dict[str, str]:
     show_default=True,
     help="where the PF of a --device-id is looked up (MTU check)",
 )
-@click.option(
-    "--socket",
-    "target",
-    envvar=SOCKET_ENV,
-    default=DEFAULT_SOCKET,
-    show_default=True,
-    help=f"ipamd socket path or host:port (env {SOCKET_ENV})",
-)
-@click.option("--tls-ca", type=click.Path(exists=True, path_type=Path))
-@click.option("--tls-cert", type=click.Path(exists=True, path_type=Path))
-@click.option("--tls-key", type=click.Path(exists=True, path_type=Path))
-@click.option("--timeout", default=30.0, show_default=True)
+@_ipamd_options
 @click.option(
     "--no-ipamd",
     is_flag=True,
@@ -351,11 +374,7 @@ def webhook() -> None:
 @click.option("--cert", required=True, type=click.Path(exists=True, path_type=Path))
 @click.option("--key", required=True, type=click.Path(exists=True, path_type=Path))
 @click.option("--listen", default="0.0.0.0:9443", show_default=True)
-@click.option(
-    "--kubeconfig",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="out-of-cluster access; in a pod the service account is used",
-)
+@_KUBECONFIG
 @click.option(
     "--log-level",
     default="INFO",
@@ -393,6 +412,88 @@ def webhook_serve(
         serve(api, host, port, cert, key)
     except (KubeError, OSError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
+
+
+@main.command()
+@click.option(
+    "--dry-run", is_flag=True, help="list what would be released; change nothing"
+)
+@click.option(
+    "--every",
+    type=click.FloatRange(min=1.0),
+    default=None,
+    metavar="SECONDS",
+    help="run a round every SECONDS until SIGTERM (a Deployment); default: once "
+    "(a CronJob)",
+)
+@_KUBECONFIG
+@click.option(
+    "--page-size",
+    default=500,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="pods asked for per page of the API's list",
+)
+@_ipamd_options
+def gc(
+    dry_run: bool,
+    every: float | None,
+    kubeconfig: Path | None,
+    page_size: int,
+    target: str,
+    tls_ca: Path | None,
+    tls_cert: Path | None,
+    tls_key: Path | None,
+    timeout: float,
+) -> None:
+    """Release the addresses of pods that no longer exist (by pod UID).
+
+    Sticky addresses of StatefulSet pods stay held while the StatefulSet
+    exists. Any failed read of the Kubernetes API releases nothing; an
+    unreachable ipamd is tried again at the next round.
+    """
+    import importlib.util
+    import signal
+    import threading
+
+    if importlib.util.find_spec("kubernetes") is None:
+        raise click.ClickException(
+            "railyard gc needs the Kubernetes client: pip install "
+            "'railyard-cni[webhook]' (packaging/install.sh --with-webhook)"
+        )
+    from railyard import gc as collecting
+    from railyard.ipamd_link import GrpcIpamd, IpamdError
+    from railyard.kube import KubeError, in_cluster_client, kubeconfig_client
+
+    try:
+        api = kubeconfig_client(kubeconfig) if kubeconfig else in_cluster_client()
+    except KubeError as exc:
+        raise click.ClickException(str(exc)) from None
+    cluster = collecting.KubeCluster(api, page=page_size, timeout=timeout)
+    stop = threading.Event()
+    if every is not None:
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    failed = False
+    try:
+        while True:
+            try:
+                with GrpcIpamd(target, timeout, tls_ca, tls_cert, tls_key) as ipamd:
+                    report = collecting.run_once(ipamd, cluster, dry_run, click.echo)
+                click.echo(collecting.summary(report, dry_run), err=True)
+                failed = False
+            except KubeError as exc:
+                failed = True
+                click.echo(f"error: {exc}; nothing released", err=True)
+            except IpamdError as exc:
+                failed = True
+                later = "next round" if every is not None else "next run"
+                click.echo(f"error: {exc}; tried again at the {later}", err=True)
+            if every is None or stop.wait(every):
+                break
+    finally:
+        cluster.close()
+    if failed:
+        sys.exit(1)
 
 
 def _table(headers: list[str], rows: list[list[Any]]) -> None:

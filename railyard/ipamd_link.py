@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from ipamd.client import IpamdClient
+    from railyard.gc import ClusterAllocation
 
 __all__ = [
     "ApplyReport",
@@ -29,7 +30,12 @@ __all__ = [
 
 
 class IpamdError(RuntimeError):
-    """ipamd refused or could not be reached; the message is its reason."""
+    """ipamd refused or could not be reached; the message is its reason
+    (``unreachable``: it did not answer, try again later)."""
+
+    def __init__(self, message: str, unreachable: bool = False) -> None:
+        super().__init__(message)
+        self.unreachable = unreachable
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,9 +102,56 @@ class GrpcIpamd:
             if code in ("UNAVAILABLE", "DEADLINE_EXCEEDED"):
                 raise IpamdError(
                     f"ipamd at {self._client.target} is not reachable ({code}): "
-                    f"{details}"
+                    f"{details}",
+                    unreachable=True,
                 ) from None
             raise IpamdError(f"ipamd refused: {details}") from None
+
+    def allocations(self) -> list[ClusterAllocation]:
+        """Every address ipamd holds (``railyard gc``)."""
+        from ipamd.api.v1 import ipam_pb2 as pb
+        from railyard.gc import ClusterAllocation
+
+        reply = self._call(
+            "ListAllocations", pb.ListAllocationsRequest(client_version=_version())
+        )
+        return [
+            ClusterAllocation(
+                pool=a.pool,
+                ip=a.ip,
+                network=a.network,
+                container_id=a.container_id,
+                ifname=a.ifname,
+                pod_namespace=a.pod_namespace,
+                pod_name=a.pod_name,
+                pod_uid=a.pod_uid,
+                sticky=a.sticky,
+                node=a.node,
+            )
+            for a in reply.allocations
+        ]
+
+    def release_attachment(self, container_id: str, ifname: str) -> int:
+        """What a DEL releases: a sticky address stays held for its pod."""
+        from ipamd.api.v1 import ipam_pb2 as pb
+
+        reply = self._call(
+            "Release",
+            pb.ReleaseRequest(
+                client_version=_version(), container_id=container_id, ifname=ifname
+            ),
+        )
+        return int(reply.released)
+
+    def release_address(self, pool: str, ip: str) -> int:
+        """One address, also one held for a sticky pod."""
+        from ipamd.api.v1 import ipam_pb2 as pb
+
+        reply = self._call(
+            "ReleaseAllocation",
+            pb.ReleaseAllocationRequest(client_version=_version(), pool=pool, ip=ip),
+        )
+        return int(reply.released)
 
     def close(self) -> None:
         self._client.close()

@@ -286,3 +286,22 @@ def test_plugin_del_never_loads_the_daemons_database_or_cli(tmp_path, module):
         m for m in modules if m.startswith("ipamd.store") or m == "ipamd.cli"
     ]
     assert daemon_side == []
+
+
+@pytest.mark.parametrize(
+    "module",
+    [
+        # What the node agent loads before it forks its workers and its
+        # reconcile, and the cluster CLI's module with the gc command: the
+        # Kubernetes client is imported only when `railyard gc` or the webhook
+        # reads the API.
+        "cni.agent.plugins",
+        "cni.agent.reconcile",
+        "cni.agent.cli",
+        "railyard.cli",
+        "railyard.gc",
+    ],
+)
+def test_the_kubernetes_client_stays_off_the_agent_and_the_cli_import(tmp_path, module):
+    _, tops, _, _ = _run(tmp_path, module, "import", {})
+    assert {"kubernetes", "urllib3"} & tops == set()

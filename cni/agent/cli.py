@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from cni.agent.metrics import Channel
+    from cni.agent.server import PluginTable
 
 SOCKET_ENV = "RAILYARD_AGENT_SOCKET"
 
@@ -76,8 +77,30 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=Path(
             os.environ.get("RAILYARD_STATE_DIR", "") or "/var/lib/cni/railyard"
         ),
-        help="the plugins' attachment records the metrics come from "
-        "(default $RAILYARD_STATE_DIR or /var/lib/cni/railyard)",
+        help="the plugins' attachment records the metrics and the reconcile "
+        "come from (default $RAILYARD_STATE_DIR or /var/lib/cni/railyard)",
+    )
+    parser.add_argument(
+        "--reconcile-interval",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="finish attachments whose pod is gone without a DEL at start-up and "
+        "then every SECONDS (+-20%%); 0 turns the reconcile off (default 60)",
+    )
+    parser.add_argument(
+        "--reconcile-max-repairs",
+        type=int,
+        default=16,
+        metavar="N",
+        help="attachments one reconcile pass finishes at most (default 16)",
+    )
+    parser.add_argument(
+        "--cri-socket",
+        default="auto",
+        metavar="PATH",
+        help="the container runtime's CRI socket, asked which pod sandboxes it "
+        "knows; 'auto' (default): containerd's, else CRI-O's, if present; '' off",
     )
     parser.add_argument(
         "--sysfs-root", type=Path, default=Path("/sys"), help=argparse.SUPPRESS
@@ -93,21 +116,45 @@ def metrics_sidecar(
 ) -> Callable[[], None]:
     """``/metrics`` on ``listen``: the exporter's RDMA counters, as
     ``railyard-exporter --listen LISTEN`` serves them (owner labels through the
-    pod's service account when there is one), then the agent's own: attach
-    latency (``cni.agent.metrics``, from what the workers send on ``attach``)."""
+    pod's service account when there is one), then the agent's own: the
+    reconcile's families (``cni.agent.reconcile_metrics``) and attach latency
+    (``cni.agent.metrics``, from what the workers send on ``attach``)."""
 
     def serve() -> None:
-        from cni.agent import metrics
+        from cni.agent import metrics, reconcile_metrics
         from cni.exporter.cli import owner_labels_from
         from cni.exporter.collector import node_name
         from cni.exporter.server import build_collector
+        from cni.exporter.server import serve as serve_metrics
 
         owners = owner_labels_from(None, True)
         node = node_name()
         collector = build_collector(state_dir, node, sysfs_root, owners=owners)
-        metrics.serve(listen, attach, node, before=[collector.render])
+        registry = reconcile_metrics.registry(state_dir)
+        metrics.serve(
+            listen,
+            attach,
+            node,
+            before=[collector.render, lambda: reconcile_metrics.render(registry)],
+        )
 
     return serve
+
+
+def reconciler(
+    args: argparse.Namespace, table: PluginTable
+) -> Callable[[], None] | None:
+    """The reconcile child (``cni.agent.reconcile``), None when turned off."""
+    if not args.reconcile_interval:
+        return None
+    from cni.agent.reconcile import ReconcileSettings, reconciler_process
+
+    settings = ReconcileSettings(
+        interval=args.reconcile_interval,
+        max_repairs=args.reconcile_max_repairs,
+        ipamd_endpoints=tuple(args.ipamd),
+    )
+    return reconciler_process(table, args.state_dir, settings, args.cri_socket)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -126,6 +173,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.requests_per_worker < 1:
         logging.error("--requests-per-worker must be at least 1")
         return 2
+    if args.reconcile_interval < 0 or args.reconcile_max_repairs < 1:
+        logging.error(
+            "--reconcile-interval must be 0 (off) or more, --reconcile-max-repairs "
+            "at least 1"
+        )
+        return 2
     # The parent never opens a channel; each forked worker makes its own, so
     # gRPC's fork handlers (costly, and only needed for shared channels) stay off.
     os.environ["GRPC_ENABLE_FORK_SUPPORT"] = "false"
@@ -141,8 +194,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     # Made before anything is forked: every worker and the sidecar inherit it.
     attach = Channel() if args.metrics_listen else None
+    table = production_table()
     agent = Agent(
-        production_table(),
+        table,
         socket_path=args.socket,
         max_workers=args.max_workers,
         preload=PRELOAD,
@@ -158,6 +212,7 @@ def main(argv: list[str] | None = None) -> int:
             else None
         ),
         metrics=attach,
+        reconciler=reconciler(args, table),
     )
     agent.warm()
     try:

@@ -301,12 +301,23 @@ def _exit_text(status: int) -> str:
     return f"exit status {os.WEXITSTATUS(status)}"
 
 
+@dataclass(slots=True)
+class _Child:
+    """A long-lived child of the agent (``Agent``'s sidecar, reconciler)."""
+
+    name: str
+    body: Callable[[], None]
+    pid: int = 0
+    due: float = 0.0  # when it is started again after it died
+
+
 class Agent:
     """Accepts shim connections on a unix socket; pooled workers serve them.
 
     ``sidecar``, when given, runs in one more forked process for the agent's
     lifetime (the RDMA metrics server), started again if it dies and stopped
-    with the agent. ``spares`` idle workers are kept ahead, a new one having
+    with the agent; ``reconciler`` (``cni.agent.reconcile``) the same way.
+    ``spares`` idle workers are kept ahead, a new one having
     run ``prepare`` (see the module docstring); ``max_workers`` bounds the
     requests served at once; a worker serves up to ``requests_per_worker``,
     having run ``worker_setup`` once before the first. ``metrics``: each
@@ -328,6 +339,7 @@ class Agent:
         idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
         worker_setup: Callable[[], None] | None = None,
         metrics: Channel | None = None,
+        reconciler: Callable[[], None] | None = None,
     ) -> None:
         if max_workers < 1:
             raise ValueError("max_workers must be >= 1")
@@ -353,9 +365,13 @@ class Agent:
         # Let go of (retired, or one-shot): reaped when they end.
         self._workers: set[int] = set()
         self._stopping = False
-        self._sidecar = sidecar
-        self._sidecar_pid = 0
-        self._sidecar_due = 0.0  # when a dead sidecar is started again
+        # Long-lived children by name: body, pid (0: not running), and when
+        # a dead one is started again.
+        self._children: dict[str, _Child] = {
+            name: _Child(name, body)
+            for name, body in (("sidecar", sidecar), ("reconciler", reconciler))
+            if body is not None
+        }
 
     # ------------------------------------------------------------- start-up
 
@@ -418,9 +434,9 @@ class Agent:
         try:
             while not self._stopping:
                 self._reap()
-                if self._sidecar and not self._sidecar_pid:
-                    if time.monotonic() >= self._sidecar_due:
-                        self._start_sidecar(listener)
+                for child in self._children.values():
+                    if not child.pid and time.monotonic() >= child.due:
+                        self._start_child(child, listener)
                 self._tend_pool(listener)
                 controls = [
                     w.control for w in self._pool.values() if w.phase is not Phase.IDLE
@@ -629,36 +645,44 @@ class Agent:
         worker.control.close()
         self._workers.add(worker.pid)
 
-    def _start_sidecar(self, listener: socket.socket) -> None:
-        """Fork the sidecar (the metrics server): a process of its own, so its
-        threads never share a heap with the parent that forks the workers."""
-        assert self._sidecar is not None
+    def _start_child(self, child: _Child, listener: socket.socket) -> None:
+        """Fork a long-lived child (the metrics server, the reconciler): a
+        process of its own, so its threads never share a heap with the parent
+        that forks the workers."""
         parent = os.getpid()
         pid = os.fork()
         if pid:
-            self._sidecar_pid = pid
-            log.info("sidecar started (pid %d)", pid)
+            child.pid = pid
+            log.info("%s started (pid %d)", child.name, pid)
             return
         try:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             signal.signal(signal.SIGINT, signal.SIG_DFL)
             _end_with(parent)
             listener.close()
-            self._sidecar()
+            for worker in self._pool.values():
+                worker.control.close()
+            child.body()
         except BaseException as exc:  # noqa: BLE001 - the child never returns
             try:
-                log.error("sidecar failed: %s", exc)
+                log.error("%s failed: %s", child.name, exc)
             finally:
                 os._exit(70)
         os._exit(0)
 
+    def _child_of(self, pid: int) -> _Child | None:
+        return next((c for c in self._children.values() if c.pid == pid), None)
+
     def _reap(self) -> None:
-        while self._workers or self._sidecar_pid or self._pool:
+        while (
+            self._workers or self._pool or any(c.pid for c in self._children.values())
+        ):
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
                 self._workers.clear()
-                self._sidecar_pid = 0
+                for child in self._children.values():
+                    child.pid = 0
                 for worker in self._pool.values():
                     worker.control.close()
                 self._pool.clear()
@@ -674,11 +698,13 @@ class Agent:
                     self._spare_due = time.monotonic() + SIDECAR_RESTART_DELAY
                     log.warning("spare worker %d ended (%s)", pid, _exit_text(status))
                     continue
-            if pid == self._sidecar_pid:
-                self._sidecar_pid = 0
-                self._sidecar_due = time.monotonic() + SIDECAR_RESTART_DELAY
+            ended = self._child_of(pid)
+            if ended is not None:
+                ended.pid = 0
+                ended.due = time.monotonic() + SIDECAR_RESTART_DELAY
                 log.warning(
-                    "sidecar %d ended (%s); starting it again in %.0f s",
+                    "%s %d ended (%s); starting it again in %.0f s",
+                    ended.name,
                     pid,
                     _exit_text(status),
                     SIDECAR_RESTART_DELAY,
@@ -693,13 +719,15 @@ class Agent:
     def _drain(self) -> None:
         for worker in list(self._pool.values()):
             self._let_go(worker)
-        if self._sidecar_pid:
+        for child in self._children.values():
+            if not child.pid:
+                continue
             try:
-                os.kill(self._sidecar_pid, signal.SIGTERM)
-                os.waitpid(self._sidecar_pid, 0)
+                os.kill(child.pid, signal.SIGTERM)
+                os.waitpid(child.pid, 0)
             except (ProcessLookupError, ChildProcessError):
                 pass
-            self._sidecar_pid = 0
+            child.pid = 0
         if self._workers:
             log.info("waiting for %d request(s) in flight", len(self._workers))
         while self._workers:

@@ -20,7 +20,11 @@ belongs to ``cni.deadline``. On timeout ``LockTimeout`` (a CniError with code
 
 Locks are not reentrant: ``flock`` on a second descriptor of the same file in
 the same process would wait for itself, so acquiring a lock file this process
-already holds (through any ``Locks`` object) raises RuntimeError immediately.
+already holds (through any ``Locks`` object) raises RuntimeError immediately -
+unless its holder lent it (``lent``): the node agent's reconcile takes a VF's
+locks itself, decides under them that its pod is gone, and lets the plugin's
+own DEL, which takes the same locks, run inside that hold, so no ADD can slip
+in between the decision and the DEL.
 
 Standard library only.
 """
@@ -31,6 +35,8 @@ import errno
 import fcntl
 import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
 
@@ -40,6 +46,8 @@ DEFAULT_TIMEOUT = 30.0  # seconds; below the command deadline so we can report
 
 # Lock files held by this process, whichever Locks object took them.
 _HELD_PATHS: set[str] = set()
+# Of those, the ones their holder lends to the code it calls (``lent``).
+_LENT_PATHS: set[str] = set()
 
 
 class LockTimeout(CniError):
@@ -71,13 +79,17 @@ class FileLock:
         self.path = owner.dir / f"{_safe_name(key)}.lock"
         self._abspath = os.path.abspath(self.path)
         self._fd: int | None = None
+        self._borrowed = False
 
     @property
     def held(self) -> bool:
-        return self._fd is not None
+        return self._fd is not None or self._borrowed
 
     def acquire(self) -> FileLock:
         """Block up to ``timeout`` seconds; raise LockTimeout (code 11) after."""
+        if self._fd is None and not self._borrowed and self._abspath in _LENT_PATHS:
+            self._borrowed = True  # held by our caller for us (``lent``)
+            return self
         if self._fd is not None or self._abspath in _HELD_PATHS:
             raise RuntimeError(f"lock {self.key!r} is already held by this process")
         self._owner._ensure_dir()
@@ -119,7 +131,9 @@ class FileLock:
         return self
 
     def release(self) -> None:
-        """Unlock (idempotent). Closing the fd drops the flock."""
+        """Unlock (idempotent). Closing the fd drops the flock; a borrowed
+        lock stays with its lender."""
+        self._borrowed = False
         fd, self._fd = self._fd, None
         if fd is None:
             return
@@ -137,6 +151,22 @@ class FileLock:
         tb: TracebackType | None,
     ) -> None:
         self.release()
+
+
+@contextmanager
+def lent(*locks: FileLock) -> Iterator[None]:
+    """While the block runs, code of this process taking any of ``locks``
+    (held by the caller) borrows the hold instead of waiting for itself."""
+    paths = {lock._abspath for lock in locks}
+    for lock in locks:
+        if lock._fd is None:
+            raise RuntimeError(f"lock {lock.key!r} is not held: nothing to lend")
+    fresh = paths - _LENT_PATHS
+    _LENT_PATHS.update(fresh)
+    try:
+        yield
+    finally:
+        _LENT_PATHS.difference_update(fresh)
 
 
 def _read_holder(fd: int) -> str:

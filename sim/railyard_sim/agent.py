@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import json
 import logging
 import os
 import shutil
@@ -21,6 +22,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -36,6 +39,8 @@ DIR = "agent"
 SHIM_BIN_DIR = "warm-bin"
 PID = "agent.pid"
 LOG = "agent.log"
+#: The lab agent's reconcile interval (seconds) unless told otherwise.
+RECONCILE_INTERVAL = 30.0
 
 
 class AgentError(RuntimeError):
@@ -121,11 +126,20 @@ def start(
     max_workers: int = 16,
     spares: int = 2,
     metrics_listen: str = "",
+    reconcile_interval: float = RECONCILE_INTERVAL,
+    state_dir: Path | None = None,
+    cri_socket: Path | None = None,
+    sandbox_min_age: float | None = None,
 ) -> int:
     """Start the lab's agent; return once its socket exists (it then accepts).
 
     ``metrics_listen`` (HOST:PORT): its /metrics, as ``railyard-agent
-    --metrics-listen`` serves them (the lab's RDMA counters, attach latency)."""
+    --metrics-listen`` serves them (the lab's RDMA counters, attach latency).
+    Its reconcile (``cni.agent.reconcile``) runs every ``reconcile_interval``
+    seconds (0: off) over the records in ``state_dir`` (default the lab's,
+    ``<lab>/state``). It asks no container runtime unless ``cri_socket`` names
+    one (a test's): the lab has none, and a runtime on the machine (containerd
+    for the conformance tier) knows none of the lab's pods."""
     lab_dir = Path(lab_dir).absolute()
     sock = socket_path(lab_dir)
     sock.parent.mkdir(mode=0o700, exist_ok=True)
@@ -142,9 +156,17 @@ def start(
         str(max_workers),
         "--spare-workers",
         str(spares),
+        "--reconcile-interval",
+        str(reconcile_interval),
     ]
     if metrics_listen:
         cmd += ["--metrics-listen", metrics_listen]
+    if state_dir is not None:
+        cmd += ["--state-dir", str(state_dir)]
+    if cri_socket is not None:
+        cmd += ["--cri-socket", str(cri_socket)]
+    if sandbox_min_age is not None:
+        cmd += ["--sandbox-min-age", str(sandbox_min_age)]
     with open(sock.parent / LOG, "ab") as log:
         proc = subprocess.Popen(
             cmd,
@@ -208,14 +230,49 @@ def metrics_sidecar(lab_dir: Path, listen: str, attach: Channel) -> None:
     metrics.serve(listen, attach, NODE_NAME, before=[sim_collector(lab).render])
 
 
+def lab_reconciler(
+    lab: Path,
+    table: PluginTable,
+    args: argparse.Namespace,
+) -> Callable[[], None] | None:
+    """The agent's reconcile over the lab's records, its plugins reaching the
+    lab's ipamd; None when ``--reconcile-interval`` is 0."""
+    if not args.reconcile_interval:
+        return None
+    from cni.agent.reconcile import ReconcileSettings, reconciler_process
+    from railyard_sim.host import STATE_DIR
+
+    settings = ReconcileSettings(interval=args.reconcile_interval)
+    if args.sandbox_min_age is not None:
+        settings = replace(settings, sandbox_min_age=args.sandbox_min_age)
+    return reconciler_process(
+        table,
+        args.state_dir or lab / STATE_DIR,
+        settings,
+        cri_socket=str(args.cri_socket or ""),
+        env={**os.environ, **daemon.client_env(lab)},
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="railyard_sim.agent")
     parser.add_argument("--lab", type=Path, required=True)
-    parser.add_argument("--socket", type=Path, required=True)
+    parser.add_argument("--socket", type=Path)
     parser.add_argument("--max-workers", type=int, default=16)
     parser.add_argument("--spare-workers", type=int, default=2)
     parser.add_argument("--metrics-listen", default="", metavar="HOST:PORT")
+    parser.add_argument("--reconcile-interval", type=float, default=RECONCILE_INTERVAL)
+    parser.add_argument("--state-dir", type=Path, default=None)
+    parser.add_argument("--cri-socket", type=Path, default=None)
+    parser.add_argument("--sandbox-min-age", type=float, default=None)
+    parser.add_argument(
+        "--reconcile-once",
+        action="store_true",
+        help="run one reconcile pass over the lab's records in this process, exit",
+    )
     args = parser.parse_args(argv)
+    if args.socket is None and not args.reconcile_once:
+        parser.error("--socket is required")
     logging.basicConfig(
         level=logging.INFO,
         format="%(asctime)s %(levelname)s railyard-agent (lab): %(message)s",
@@ -228,8 +285,20 @@ def main(argv: list[str] | None = None) -> int:
 
     lab = args.lab.absolute()
     attach = Channel() if args.metrics_listen else None
+    table = sim_table(lab)
+    if args.reconcile_once:
+        from cni.agent.reconcile import Reconciler
+        from railyard_sim.host import STATE_DIR
+
+        report = Reconciler(
+            table,
+            args.state_dir or lab / STATE_DIR,
+            {**os.environ, **daemon.client_env(lab)},
+        ).run_pass()
+        print(json.dumps({"repaired": report.repaired, "failed": report.failed}))
+        return 0
     agent = Agent(
-        sim_table(lab),
+        table,
         socket_path=args.socket,
         max_workers=args.max_workers,
         preload=(*PRELOAD, "railyard_sim.host", "railyard_sim.recording"),
@@ -243,6 +312,7 @@ def main(argv: list[str] | None = None) -> int:
             else None
         ),
         metrics=attach,
+        reconciler=lab_reconciler(lab, table, args),
     )
     agent.warm()
     agent.bind()

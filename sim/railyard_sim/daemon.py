@@ -50,10 +50,17 @@ def client_env(lab_dir: Path) -> dict[str, str]:
     return {SOCKET_ENV: str(socket_path(lab_dir))}
 
 
-def start(lab_dir: Path, timeout: float = 20.0, metrics_listen: str = "") -> int:
+def start(
+    lab_dir: Path,
+    timeout: float = 20.0,
+    metrics_listen: str = "",
+    node_reconcile_grace: float | None = None,
+) -> int:
     """Start ``ipamd serve`` for the lab; return once its socket accepts calls.
 
-    ``metrics_listen`` (HOST:PORT) turns on ipamd's Prometheus endpoint."""
+    ``metrics_listen`` (HOST:PORT) turns on ipamd's Prometheus endpoint;
+    ``node_reconcile_grace`` (seconds) replaces ipamd's default grace before
+    a node's account releases an allocation."""
     lab_dir = Path(lab_dir).absolute()
     sock = socket_path(lab_dir)
     sock.unlink(missing_ok=True)
@@ -67,6 +74,8 @@ def start(lab_dir: Path, timeout: float = 20.0, metrics_listen: str = "") -> int
     ]
     if metrics_listen:
         cmd += ["--metrics-listen", metrics_listen]
+    if node_reconcile_grace is not None:
+        cmd += ["--node-reconcile-grace", str(node_reconcile_grace)]
     with open(lab_dir / LOG, "ab") as log:
         proc = subprocess.Popen(
             cmd,

@@ -6,7 +6,8 @@ the exporter's owner labels) is tested against this replay: HTTPS with a
 certificate openssl makes for 127.0.0.1, a bearer token checked as the API
 server checks it, and answers in the API's exact JSON (objects, lists, and
 ``Status`` documents for 401/403/404). The test supplies ``answer(path,
-query) -> (code, body)``; every request is recorded.
+query) -> (code, body)``; every request is recorded. A body given as bytes is
+sent as it is (an answer cut short, say).
 """
 
 from __future__ import annotations
@@ -140,7 +141,7 @@ def serve_api(tls: Tls, answer: Answer) -> Iterator[Replay]:
                 code, body = 401, status(401, "Unauthorized", "Unauthorized")
             else:
                 code, body = answer(url.path, query)
-            data = json.dumps(body).encode()
+            data = body if isinstance(body, bytes) else json.dumps(body).encode()
             self.send_response(code)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))

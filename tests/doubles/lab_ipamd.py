@@ -19,11 +19,13 @@ from railyard_sim.runtime import DEBIAN_BIN, Runtime
 
 
 @contextmanager
-def lab_with_ipamd(root: Path, **spec: Any) -> Iterator[Lab]:
+def lab_with_ipamd(
+    root: Path, node_reconcile_grace: float | None = None, **spec: Any
+) -> Iterator[Lab]:
     """``Lab.up(root / "lab", **spec)`` with its ipamd started and its pools
     applied; ipamd is stopped and the lab removed when the block ends."""
     with Lab.up(root / "lab", **spec) as lab:
-        daemon.start(lab.dir)
+        daemon.start(lab.dir, node_reconcile_grace=node_reconcile_grace)
         try:
             daemon.apply_pools(lab.dir, lab.pools_file)
             yield lab
@@ -80,3 +82,22 @@ def warm_runtime(lab: Lab, tmp_path: Path) -> Runtime:
     }
     bins = agent.shim_bin_dir(tmp_path / "bin", lab.dir)
     return Runtime([bins, DEBIAN_BIN], env=env, cache_dir=tmp_path / "c")
+
+
+def allocations(lab: Lab) -> list[dict[str, Any]]:
+    """Every allocation the lab's ipamd holds (``ipamd alloc list --json``)."""
+    out = subprocess.run(
+        [
+            daemon.ipamd_command(),
+            "alloc",
+            "list",
+            "--json",
+            "--socket",
+            str(daemon.socket_path(lab.dir)),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    rows: list[dict[str, Any]] = json.loads(out)
+    return rows

@@ -331,3 +331,27 @@ class ReleaseAllocationRequest(_message.Message):
     pool: str
     ip: str
     def __init__(self, client_version: _Optional[str] = ..., container_id: _Optional[str] = ..., ifname: _Optional[str] = ..., pool: _Optional[str] = ..., ip: _Optional[str] = ...) -> None: ...
+
+class ReconcileNodeRequest(_message.Message):
+    __slots__ = ("client_version", "node", "attachments", "networks", "dry_run")
+    CLIENT_VERSION_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    ATTACHMENTS_FIELD_NUMBER: _ClassVar[int]
+    NETWORKS_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    client_version: str
+    node: str
+    attachments: _containers.RepeatedCompositeFieldContainer[Attachment]
+    networks: _containers.RepeatedScalarFieldContainer[str]
+    dry_run: bool
+    def __init__(self, client_version: _Optional[str] = ..., node: _Optional[str] = ..., attachments: _Optional[_Iterable[_Union[Attachment, _Mapping]]] = ..., networks: _Optional[_Iterable[str]] = ..., dry_run: _Optional[bool] = ...) -> None: ...
+
+class ReconcileNodeReply(_message.Message):
+    __slots__ = ("released", "within_grace", "grace_seconds")
+    RELEASED_FIELD_NUMBER: _ClassVar[int]
+    WITHIN_GRACE_FIELD_NUMBER: _ClassVar[int]
+    GRACE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    released: _containers.RepeatedCompositeFieldContainer[Allocation]
+    within_grace: int
+    grace_seconds: float
+    def __init__(self, released: _Optional[_Iterable[_Union[Allocation, _Mapping]]] = ..., within_grace: _Optional[int] = ..., grace_seconds: _Optional[float] = ...) -> None: ...

@@ -89,6 +89,11 @@ class IpamStub:
                 request_serializer=ipamd_dot_api_dot_v1_dot_ipam__pb2.ReleaseAllocationRequest.SerializeToString,
                 response_deserializer=ipamd_dot_api_dot_v1_dot_ipam__pb2.ReleaseReply.FromString,
                 _registered_method=True)
+        self.ReconcileNode = channel.unary_unary(
+                '/ipamd.api.v1.Ipam/ReconcileNode',
+                request_serializer=ipamd_dot_api_dot_v1_dot_ipam__pb2.ReconcileNodeRequest.SerializeToString,
+                response_deserializer=ipamd_dot_api_dot_v1_dot_ipam__pb2.ReconcileNodeReply.FromString,
+                _registered_method=True)
 
 
 class IpamServicer:
@@ -167,6 +172,18 @@ class IpamServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReconcileNode(self, request, context):
+        """A node agent's account of the attachments its node holds. ipamd releases
+        the allocations of that node, in the networks the report vouches for,
+        that no reported attachment explains and that are older than ipamd's
+        grace period. The node must be the caller's proven identity (its mutual
+        TLS certificate, or on a unix socket the node ipamd runs on); a node that
+        does not report loses nothing.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_IpamServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -224,6 +241,11 @@ def add_IpamServicer_to_server(servicer, server):
                     servicer.ReleaseAllocation,
                     request_deserializer=ipamd_dot_api_dot_v1_dot_ipam__pb2.ReleaseAllocationRequest.FromString,
                     response_serializer=ipamd_dot_api_dot_v1_dot_ipam__pb2.ReleaseReply.SerializeToString,
+            ),
+            'ReconcileNode': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReconcileNode,
+                    request_deserializer=ipamd_dot_api_dot_v1_dot_ipam__pb2.ReconcileNodeRequest.FromString,
+                    response_serializer=ipamd_dot_api_dot_v1_dot_ipam__pb2.ReconcileNodeReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -523,6 +545,33 @@ class Ipam:
             '/ipamd.api.v1.Ipam/ReleaseAllocation',
             ipamd_dot_api_dot_v1_dot_ipam__pb2.ReleaseAllocationRequest.SerializeToString,
             ipamd_dot_api_dot_v1_dot_ipam__pb2.ReleaseReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReconcileNode(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ipamd.api.v1.Ipam/ReconcileNode',
+            ipamd_dot_api_dot_v1_dot_ipam__pb2.ReconcileNodeRequest.SerializeToString,
+            ipamd_dot_api_dot_v1_dot_ipam__pb2.ReconcileNodeReply.FromString,
             options,
             channel_credentials,
             insecure,

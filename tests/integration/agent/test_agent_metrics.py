@@ -59,6 +59,8 @@ def agent(
             "--spare-workers", str(spares),
             # No ipamd here: the spares give up connecting at once.
             "--ipamd", str(tmp_path / "no-ipamd.sock"),
+            # The fake node's records name no real VF: nothing to reconcile.
+            "--reconcile-interval", "0",
         ],
         stderr=subprocess.PIPE,
         text=True,
@@ -137,3 +139,18 @@ def test_a_dead_metrics_server_is_started_again_and_stops_with_the_agent(
         "Z" in Path(f"/proc/{restarted}/stat").read_text().split()[2]
     )
     assert "Traceback" not in err
+
+
+def test_the_reconciles_counts_are_on_the_agents_metrics(
+    node: RdmaNode, agent: tuple[subprocess.Popen[str], int]
+) -> None:
+    from cni.agent.reconcile_metrics import STATS_FILE, ReconcileStats
+
+    _, port = agent
+    ReconcileStats(repairs={"netns-gone": 3}, last_pass_timestamp=1764835200.0).save(
+        node.state_dir / STATS_FILE
+    )
+    text = scrape(port)
+    assert 'railyard_reconcile_repairs_total{what="netns-gone"} 3.0' in text
+    assert "railyard_reconcile_last_pass_timestamp_seconds 1.7648352e+09" in text
+    assert "rdma_out_of_sequence_total" in text  # beside the exporter's series

@@ -14,7 +14,6 @@ run the plugin directly.
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import signal
@@ -32,7 +31,12 @@ from railyard_sim import agent, daemon
 from railyard_sim.lab import Lab
 from railyard_sim.recording import rdma_location
 from railyard_sim.runtime import Attachment, PluginError
-from tests.doubles.lab_ipamd import lab_with_ipamd, sriov_conf, warm_runtime
+from tests.doubles.lab_ipamd import (
+    allocations,
+    lab_with_ipamd,
+    sriov_conf,
+    warm_runtime,
+)
 from tests.doubles.sriov_lab import link
 
 pytestmark = pytest.mark.integration
@@ -56,24 +60,6 @@ def pod(lab: Lab) -> Iterator[str]:
         yield f"/var/run/netns/{name}"
     finally:
         subprocess.run(["ip", "netns", "del", name], check=False)
-
-
-def allocations(lab: Lab) -> list[dict[str, Any]]:
-    out = subprocess.run(
-        [
-            daemon.ipamd_command(),
-            "alloc",
-            "list",
-            "--json",
-            "--socket",
-            str(daemon.socket_path(lab.dir)),
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    rows: list[dict[str, Any]] = json.loads(out)
-    return rows
 
 
 def test_agent_killed_mid_add_then_del_and_add_again_leave_nothing_behind(

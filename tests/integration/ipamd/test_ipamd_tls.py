@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
+from typing import Any
 
+import grpc
 import pytest
 
 from cni.ipam import IpamError
 from cni.ipam.grpc_client import IpamdClient
+from ipamd.client import IpamdCallError
+from ipamd.client import IpamdClient as Transport
 from ipamd.server import ConfigError, build
 from ipamd.settings import Settings
 
@@ -42,9 +46,11 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "ca.crt",
         cwd=d,
     )
-    for name, ext in (
-        ("server", "subjectAltName=IP:127.0.0.1,DNS:localhost"),
-        ("client", "extendedKeyUsage=clientAuth"),
+    for name, cn, ext in (
+        ("server", "ra-server", "subjectAltName=IP:127.0.0.1,DNS:localhost"),
+        ("client", "ra-client", "extendedKeyUsage=clientAuth"),
+        # A node's own certificate, named as kubelet client certificates are.
+        ("node-a", "system:node:node-a", "extendedKeyUsage=clientAuth"),
     ):
         openssl(
             "req",
@@ -52,7 +58,7 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "rsa:2048",
             "-nodes",
             "-subj",
-            f"/CN=ra-{name}",
+            f"/CN={cn}",
             "-keyout",
             f"{name}.key",
             "-out",
@@ -98,13 +104,14 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return d
 
 
-def serve(pki: Path, mutual: bool):
+def serve(pki: Path, mutual: bool, **more: Any):
     settings = Settings(
         db_url="memory",
         listen="127.0.0.1:0",
         tls_cert=pki / "server.crt",
         tls_key=pki / "server.key",
         client_ca=(pki / "ca.crt") if mutual else None,
+        **more,
     )
     return build(settings)
 
@@ -219,3 +226,122 @@ def test_admin_cli_reaches_a_mutual_tls_daemon(pki: Path) -> None:
         assert json.loads(res.output)["ready"] is True
     finally:
         d.stop(grace=None)
+
+
+# --------------------------------------------------- ReconcileNode: who may
+
+
+def _allocate_on(client: Transport, cid: str, node: str) -> None:
+    from ipamd.api.v1 import ipam_pb2 as pb
+
+    client.allocate(
+        pb.AllocateRequest(
+            network="rail1-net",
+            container_id=cid,
+            ifname="net1",
+            node=node,
+            ipv4_pools=["rail1"],
+        )
+    )
+
+
+RAIL_POOL = """
+apiVersion: spiderpool.spidernet.io/v2beta1
+kind: SpiderIPPool
+metadata: {name: rail1}
+spec: {subnet: 172.16.11.0/24, ips: [172.16.11.1-172.16.11.9]}
+"""
+
+
+def _with_pool(client: Transport) -> Transport:
+    from ipamd.api.v1 import ipam_pb2 as pb
+    from ipamd.api.v1.version import API_VERSION
+
+    client.stub.ApplyPools(
+        pb.ApplyPoolsRequest(client_version=API_VERSION, manifest=RAIL_POOL)
+    )
+    return client
+
+
+def test_a_node_reconciles_its_own_allocations_with_its_certificate(pki: Path) -> None:
+    d = serve(pki, mutual=True, node_reconcile_grace=0.0)
+    node_a = {
+        "tls_ca": pki / "ca.crt",
+        "tls_cert": pki / "node-a.crt",
+        "tls_key": pki / "node-a.key",
+    }
+    try:
+        with _with_pool(Transport(d.address, timeout=5, **node_a)) as c:
+            _allocate_on(c, "kept", "node-a")
+            _allocate_on(c, "gone", "node-a")
+            _allocate_on(c, "elsewhere", "node-b")
+            reply = c.reconcile_node("node-a", [("kept", "net1")], ["rail1-net"])
+            assert [a.container_id for a in reply.released] == ["gone"]
+            with pytest.raises(IpamdCallError) as err:
+                c.reconcile_node("node-b", [], ["rail1-net"])
+            assert err.value.code is grpc.StatusCode.PERMISSION_DENIED
+            assert "system:node:node-a" in err.value.describe()
+        shared = {
+            "tls_ca": pki / "ca.crt",
+            "tls_cert": pki / "client.crt",
+            "tls_key": pki / "client.key",
+        }
+        with Transport(d.address, timeout=5, **shared) as c:
+            # A certificate every node shares names no node: refused.
+            with pytest.raises(IpamdCallError) as err:
+                c.reconcile_node("node-a", [], ["rail1-net"])
+            assert err.value.code is grpc.StatusCode.PERMISSION_DENIED
+            left = c.stub.ListAllocations(_list_request())
+            assert sorted(a.container_id for a in left.allocations) == [
+                "elsewhere",
+                "kept",
+            ]
+    finally:
+        d.stop(grace=None)
+
+
+def test_tls_without_client_certificates_reconciles_nothing(pki: Path) -> None:
+    d = serve(pki, mutual=False, node_reconcile_grace=0.0)
+    try:
+        with _with_pool(Transport(d.address, timeout=5, tls_ca=pki / "ca.crt")) as c:
+            _allocate_on(c, "c1", "node-a")
+            with pytest.raises(IpamdCallError) as err:
+                c.reconcile_node("node-a", [], ["rail1-net"])
+            assert err.value.code is grpc.StatusCode.PERMISSION_DENIED
+    finally:
+        d.stop(grace=None)
+
+
+def test_the_unix_socket_may_reconcile_only_ipamds_own_node(tmp_path: Path) -> None:
+    import tempfile
+
+    short = Path(tempfile.mkdtemp(prefix="i24-ipamd-"))
+    d = build(
+        Settings(
+            db_url="memory",
+            listen=str(short / "ipamd.sock"),
+            node_name="node-a",
+            node_reconcile_grace=0.0,
+        )
+    )
+    try:
+        with _with_pool(Transport(str(short / "ipamd.sock"), timeout=5)) as c:
+            _allocate_on(c, "gone", "node-a")
+            _allocate_on(c, "other", "node-b")
+            with pytest.raises(IpamdCallError) as err:
+                c.reconcile_node("node-b", [], ["rail1-net"])
+            assert err.value.code is grpc.StatusCode.PERMISSION_DENIED
+            reply = c.reconcile_node("node-a", [], ["rail1-net"])
+            assert [a.container_id for a in reply.released] == ["gone"]
+    finally:
+        d.stop(grace=None)
+        import shutil
+
+        shutil.rmtree(short, ignore_errors=True)
+
+
+def _list_request() -> Any:
+    from ipamd.api.v1 import ipam_pb2 as pb
+    from ipamd.api.v1.version import API_VERSION
+
+    return pb.ListAllocationsRequest(client_version=API_VERSION)

@@ -79,3 +79,37 @@ def test_the_node_exporter_may_get_pods_and_workloads_and_nothing_else() -> None
     (exporter,) = [c for c in pod["containers"] if c["name"] == "rdma-exporter"]
     webhook = objects("webhook.yaml")["Deployment"]["spec"]["template"]["spec"]
     assert exporter["image"] == webhook["containers"][0]["image"]
+
+
+def test_gc_lists_pods_and_statefulsets_and_nothing_else() -> None:
+    role = objects("gc.yaml")["ClusterRole"]
+    assert role["rules"] == [
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
+        {"apiGroups": ["apps"], "resources": ["statefulsets"], "verbs": ["list"]},
+    ]
+
+
+def test_gc_runs_one_round_at_a_time_with_its_account() -> None:
+    gc = objects("gc.yaml")
+    cron = gc["CronJob"]["spec"]
+    assert cron["concurrencyPolicy"] == "Forbid"
+    pod = cron["jobTemplate"]["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == gc["ServiceAccount"]["metadata"]["name"]
+    (container,) = pod["containers"]
+    assert container["command"][-1] == "gc" and "--dry-run" not in container["args"]
+    binding = gc["ClusterRoleBinding"]
+    assert binding["roleRef"]["name"] == gc["ClusterRole"]["metadata"]["name"]
+
+
+def test_every_pod_template_names_its_volumes_once() -> None:
+    # The API server refuses a pod spec with two volumes of one name.
+    for path in sorted(K8S.glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            spec = (doc or {}).get("spec") or {}
+            template = spec.get("template") or (
+                (spec.get("jobTemplate") or {}).get("spec", {}).get("template")
+            )
+            if not template:
+                continue
+            names = [v["name"] for v in template["spec"].get("volumes", [])]
+            assert len(names) == len(set(names)), f"{path.name}: {names}"

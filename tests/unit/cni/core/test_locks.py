@@ -63,3 +63,30 @@ def test_release_is_idempotent(tmp_path):
 def test_keys_that_are_not_plain_file_names_are_refused(tmp_path, key):
     with pytest.raises(ValueError):
         Locks(tmp_path).lock(key)
+
+
+def test_a_lent_lock_is_borrowed_by_the_code_its_holder_calls(tmp_path: Path) -> None:
+    from cni.state.locks import lent
+
+    outer = Locks(tmp_path).lock(PCI, timeout=0).acquire()
+    try:
+        with lent(outer):
+            with Locks(tmp_path).lock(PCI, timeout=0) as inner:
+                assert inner.held
+            # The borrower's release left the lender's hold in place.
+            assert outer.held
+        with pytest.raises(RuntimeError, match="already held"):
+            Locks(tmp_path).lock(PCI, timeout=0).acquire()
+    finally:
+        outer.release()
+    assert not outer.held
+    with Locks(tmp_path).lock(PCI, timeout=0) as again:
+        assert again.held
+
+
+def test_a_lock_not_held_cannot_be_lent(tmp_path: Path) -> None:
+    from cni.state.locks import lent
+
+    with pytest.raises(RuntimeError, match="not held"):
+        with lent(Locks(tmp_path).lock(PCI)):
+            pass
