@@ -286,7 +286,7 @@ def need_root() -> None:
 @click.option(
     "--shape",
     type=click.Choice(sorted(SHAPES)),
-    default="",
+    default=None,
     help="A server's PCIe topology in the fake sysfs: dgx (8 GPUs, 8 NICs, "
     "4 switches, 2 sockets) or split (4 GPUs on socket 0, half the NICs on "
     "socket 1); its NICs are the rails. `railyard rails --sysfs <lab>/sys`.",
@@ -328,7 +328,7 @@ def up(
     rails: int | None,
     ib_rails: int,
     vfs_per_pf: int,
-    shape: str,
+    shape: str | None,
     ipamd_metrics: str,
     no_agent: bool,
     kernel_seams: tuple[str, ...],
@@ -339,6 +339,7 @@ def up(
     need_root()
     if agent_metrics and no_agent:
         raise click.UsageError("--agent-metrics needs the agent (not --no-agent)")
+    shape = shape or ""
     if rails is None:
         rails = len(SHAPES[shape].nics) if shape else 8
     do_up(
