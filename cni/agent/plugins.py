@@ -21,6 +21,7 @@ PRELOAD: tuple[str, ...] = (
     "cni.kernel.netns",
     "cni.kernel.probes",
     "cni.kernel.sysfs",
+    "cni.kernel.topology",
     "cni.kernel.udev",
     "cni.kernel.vf",
     "cni.kernel.rdma",

@@ -301,7 +301,12 @@ def main(argv: list[str] | None = None) -> int:
         table,
         socket_path=args.socket,
         max_workers=args.max_workers,
-        preload=(*PRELOAD, "railyard_sim.host", "railyard_sim.recording"),
+        preload=(
+            *PRELOAD,
+            "railyard_sim.host",
+            "railyard_sim.kernel_seams",
+            "railyard_sim.recording",
+        ),
         spares=args.spare_workers,
         # The lab's plugins reach its ipamd through the environment.
         prepare=ipamd_channels(daemon.client_env(lab)),
