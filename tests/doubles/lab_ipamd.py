@@ -82,22 +82,3 @@ def warm_runtime(lab: Lab, tmp_path: Path) -> Runtime:
     }
     bins = agent.shim_bin_dir(tmp_path / "bin", lab.dir)
     return Runtime([bins, DEBIAN_BIN], env=env, cache_dir=tmp_path / "c")
-
-
-def allocations(lab: Lab) -> list[dict[str, Any]]:
-    """Every allocation the lab's ipamd holds (``ipamd alloc list --json``)."""
-    out = subprocess.run(
-        [
-            daemon.ipamd_command(),
-            "alloc",
-            "list",
-            "--json",
-            "--socket",
-            str(daemon.socket_path(lab.dir)),
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    rows: list[dict[str, Any]] = json.loads(out)
-    return rows
