@@ -125,7 +125,6 @@ def metrics_sidecar(
         from cni.exporter.cli import owner_labels_from
         from cni.exporter.collector import node_name
         from cni.exporter.server import build_collector
-        from cni.exporter.server import serve as serve_metrics
 
         owners = owner_labels_from(None, True)
         node = node_name()

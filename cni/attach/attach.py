@@ -264,9 +264,7 @@ def _with_master(deps: Deps, request: IpamRequest, pf: str) -> IpamRequest:
     its address on this node tells ipamd which per-node pool is this rail's."""
     if not request.match_master_subnet:
         return request
-    return replace(
-        request, master=pf, master_addresses=tuple(deps.links.addresses(pf))
-    )
+    return replace(request, master=pf, master_addresses=tuple(deps.links.addresses(pf)))
 
 
 def _reclaim(deps: Deps, store: VfRecords, spec: AttachSpec) -> None:

@@ -49,7 +49,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 
-from cni.errors import DEVICE_ERROR, INVALID_CONFIG, CniError
+from cni.errors import INVALID_CONFIG, CniError
 from cni.ipam import IpamAddress, IpamRoute
 from cni.kernel import KernelError, LinkExists, Links, RouteSpec, RuleSpec
 from cni.kernel.cni_errors import cni_error, kernel_step

@@ -121,8 +121,8 @@ class VmSessions:
                 run.reports.setdefault(entry["nodeid"], []).append(entry)
         res = run.result
         self.timings.append(
-            f"realkernel VM '{group}': {len(items)} tests, {res.seconds:.0f} s ({res.accel}),"
-            f" exit {res.returncode}, load {os.getloadavg()[0]:.1f}"
+            f"realkernel VM '{group}': {len(items)} tests, {res.seconds:.0f} s"
+            f" ({res.accel}), exit {res.returncode}, load {os.getloadavg()[0]:.1f}"
         )
         if res.timed_out:
             run.error = f"the VM did not finish within {VM_TIMEOUT:g} s"

@@ -29,9 +29,13 @@ pytestmark = pytest.mark.realkernel
 
 
 def iproute2_vf(pf: str, vf: int) -> dict[str, Any]:
-    [link] = json.loads(subprocess.run(
-        ["ip", "-j", "link", "show", "dev", pf], capture_output=True, text=True, check=True
-    ).stdout)  # fmt: skip
+    shown = subprocess.run(
+        ["ip", "-j", "link", "show", "dev", pf],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    [link] = json.loads(shown.stdout)
     return next(v for v in link["vfinfo_list"] if v["vf"] == vf)
 
 

@@ -76,7 +76,8 @@ def pair(
             server.communicate()
     client_out = client.stdout + client.stderr
     assert client.returncode == 0 and server.returncode == 0, (
-        f"{argv[0]}: client {client.returncode}\n{client_out}\nserver {server.returncode}\n{server_out}"
+        f"{argv[0]}: client {client.returncode}\n{client_out}\n"
+        f"server {server.returncode}\n{server_out}"
     )
     return server_out, client_out
 
