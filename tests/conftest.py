@@ -11,8 +11,10 @@ Tier rules (see README "Tests"):
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 import sys
+import tempfile
 import threading
 import traceback
 import uuid
@@ -20,6 +22,59 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
+PROJECT = Path(__file__).resolve().parent.parent
+
+
+def _private_cache() -> Path | None:
+    """This user's cache for test runs, one level below the sticky temp dir
+    (nobody else can swap it out), made 0700 and checked to be ours: a
+    planted .pyc there would be run."""
+    path = Path(tempfile.gettempdir()) / f"railyard-test-cache-{os.getuid()}"
+    try:
+        path.mkdir(mode=0o700, exist_ok=True)
+        st = path.lstat()
+    except OSError:
+        return None
+    ours = stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid()
+    return path if ours and not st.st_mode & 0o077 else None
+
+
+def _cache_outside_an_unwritable_tree() -> None:
+    """What a run computes once is kept even where the tree cannot be
+    written: a checkout owned by another user (the unit tier runs as any
+    user), or PYTHONDONTWRITEBYTECODE set. Without it every run recompiles
+    the project and redoes pytest's assertion rewriting of every test module
+    (1.4 s of a unit-tier run, in each worker), and Hypothesis rescans the
+    project's modules for constants (1.1 s). Both go to this user's private
+    cache, never into the tree; a Hypothesis directory chosen by the user
+    (HYPOTHESIS_STORAGE_DIRECTORY) or a bytecode prefix wins."""
+    if os.environ.get("RAILYARD_REALKERNEL_INSIDE") == "1":
+        # Inside the real-kernel VM (tests/realkernel) the host's / is read
+        # only and its bytecode is what keeps an emulated CPU's start short;
+        # a cache of our own would mean compiling everything again there.
+        return
+    in_tree = PROJECT / "tests" / "__pycache__"
+    pyc_in_tree = not sys.dont_write_bytecode and os.access(
+        in_tree if in_tree.exists() else in_tree.parent, os.W_OK
+    )
+    # Hypothesis keeps its directory in the working directory.
+    hypothesis_here = "HYPOTHESIS_STORAGE_DIRECTORY" in os.environ or os.access(
+        Path.cwd(), os.W_OK
+    )
+    if (pyc_in_tree or sys.pycache_prefix) and hypothesis_here:
+        return
+    cache = _private_cache()
+    if cache is None:
+        return
+    if not (pyc_in_tree or sys.pycache_prefix):
+        sys.pycache_prefix = str(cache / "pycache")
+        sys.dont_write_bytecode = False
+    if not hypothesis_here:
+        os.environ["HYPOTHESIS_STORAGE_DIRECTORY"] = str(cache / "hypothesis")
+
+
+_cache_outside_an_unwritable_tree()
 
 
 def _kernel_capable() -> bool:
@@ -68,9 +123,35 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
         return
     if config.getoption("collectonly") or config.getoption("usepdb"):
         return
-    paths = [Path(arg.split("::")[0]).resolve() for arg in config.args]
-    if paths and all(p.is_relative_to(UNIT_TIER) for p in paths):
+    if _unit_tier_only(config):
         config.option.numprocesses = UNIT_WORKERS
+
+
+def _unit_tier_only(config: pytest.Config) -> bool:
+    paths = [Path(arg.split("::")[0]).resolve() for arg in config.args]
+    return bool(paths) and all(p.is_relative_to(UNIT_TIER) for p in paths)
+
+
+#: Memory-backed and world-writable on Linux (Debian mounts it rw, exec).
+MEMORY_TEMP_ROOT = Path("/dev/shm")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """The unit tier's ``tmp_path`` lives in memory: its fake sysfs trees are
+    some 9,000 files, directories and symlinks, and on a disk file system
+    (this project's machines: ext4 under /tmp) each costs 0.1-2 ms of
+    journaling, over 5 s of the tier's time. pytest reads its temp root
+    from PYTEST_DEBUG_TEMPROOT; an explicit ``--basetemp`` or temp root
+    wins. Set in the controller before any worker starts, workers get
+    their base temp below it. The other tiers keep the default: their
+    temp dirs hold runtimes' storage and executables."""
+    if "PYTEST_XDIST_WORKER" in os.environ or config.option.basetemp:
+        return
+    if "PYTEST_DEBUG_TEMPROOT" in os.environ or not _unit_tier_only(config):
+        return
+    if MEMORY_TEMP_ROOT.is_dir() and os.access(MEMORY_TEMP_ROOT, os.W_OK | os.X_OK):
+        os.environ["PYTEST_DEBUG_TEMPROOT"] = str(MEMORY_TEMP_ROOT)
 
 
 _exit_status: list[int] = []

@@ -10,7 +10,7 @@ from ipamd.cli import main
 
 def test_admin_command_without_daemon_fails_clearly(short_dir) -> None:
     res = CliRunner().invoke(
-        main, ["status", "--socket", str(short_dir / "none.sock"), "--timeout", "0.2"]
+        main, ["status", "--socket", str(short_dir / "none.sock"), "--timeout", "0.05"]
     )
     assert res.exit_code == 1
     assert "UNAVAILABLE" in res.output
@@ -23,7 +23,7 @@ def test_admin_command_without_daemon_fails_clearly(short_dir) -> None:
 def test_admin_command_names_every_endpoint_it_tried(short_dir) -> None:
     a, b = short_dir / "a.sock", short_dir / "b.sock"
     res = CliRunner().invoke(
-        main, ["pool", "list", "--socket", f"{a},{b}", "--timeout", "0.3"]
+        main, ["pool", "list", "--socket", f"{a},{b}", "--timeout", "0.1"]
     )
     assert res.exit_code == 1
     assert f"not reachable at {a}, {b} (UNAVAILABLE" in res.output

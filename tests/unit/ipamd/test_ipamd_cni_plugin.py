@@ -47,7 +47,7 @@ def run(command: str, conf: dict, cid: str = "c1", **env: str) -> tuple[int, obj
 
 
 def test_add_with_ipamd_down_is_try_again_and_del_still_succeeds(short_dir) -> None:
-    conf = netconf(str(short_dir / "down.sock"), timeout=0.2)
+    conf = netconf(str(short_dir / "down.sock"), timeout=0.05)
     code, err = run("ADD", conf)
     assert code == 1 and err["code"] == 11
     assert run("DEL", conf) == (0, None)

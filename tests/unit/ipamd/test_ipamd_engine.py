@@ -179,11 +179,13 @@ def test_a_bug_in_a_batch_fails_it_and_keeps_the_writer_alive(engine) -> None:
 
 
 @pytest.fixture
-def replicas(tmp_path) -> Iterator[Callable[[str], Engine]]:
+def replicas(tmp_path) -> Iterator[Callable[..., Engine]]:
     made: list[Engine] = []
 
-    def make(holder: str) -> Engine:
-        eng = Engine(SqlStore(f"sqlite:///{tmp_path / 'db'}"), holder, lease_ttl=0.5)
+    def make(holder: str, lease_ttl: float = 0.5) -> Engine:
+        eng = Engine(
+            SqlStore(f"sqlite:///{tmp_path / 'db'}"), holder, lease_ttl=lease_ttl
+        )
         made.append(eng)
         return eng
 
@@ -221,9 +223,10 @@ def test_the_standby_takes_over_with_the_state_when_the_active_stops(
 def test_a_paused_active_is_deposed_and_its_in_flight_commit_fails(
     replicas,
 ) -> None:
-    a = replicas("a")
+    # A short lease: the test waits for it to run out.
+    a = replicas("a", lease_ttl=0.25)
     add_pool(a)
-    b = replicas("b")
+    b = replicas("b", lease_ttl=0.25)
     resume = threading.Event()
 
     def paused_allocation(st):

@@ -23,7 +23,7 @@ def rail(cid: str, **kw) -> IpamRequest:
 
 
 def test_daemon_down_is_try_again_for_allocate_and_50_for_status(short_dir) -> None:
-    with IpamdClient(str(short_dir / "absent.sock"), timeout=0.2) as c:
+    with IpamdClient(str(short_dir / "absent.sock"), timeout=0.05) as c:
         with pytest.raises(IpamError) as err:
             c.allocate(rail("c1"))
         assert err.value.code == 11

@@ -36,27 +36,27 @@ def test_hung_add_prints_timeout_json_and_rolls_back(run_cni):
     undone: list[str] = []
     funcs = PluginFuncs(add=sleepy_add(10, undone), del_=lambda ca: None)
     start = time.monotonic()
-    r = run_cni(base_env("ADD"), netconf("1.0.0"), funcs=funcs, deadline_seconds=0.2)
+    r = run_cni(base_env("ADD"), netconf("1.0.0"), funcs=funcs, deadline_seconds=0.1)
     assert time.monotonic() - start < 3
     assert r.code == 1
     assert r.json["code"] == 105
     assert r.json["cniVersion"] == "1.0.0"
     assert r.json["msg"] == "command timed out"
-    assert "ADD exceeded its 0.2s deadline" in r.json["details"]
+    assert "ADD exceeded its 0.1s deadline" in r.json["details"]
     assert undone == ["moved VF back"]
 
 
 def test_env_deadline_overrides_the_plugins_default(run_cni):
     funcs = PluginFuncs(add=sleepy_add(10), del_=lambda ca: None)
-    env = base_env("ADD", RAILYARD_DEADLINE="0.2")
+    env = base_env("ADD", RAILYARD_DEADLINE="0.05")
     r = run_cni(env, netconf(), funcs=funcs, deadline_seconds=300)
     assert r.json["code"] == 105
 
 
 def test_env_deadline_zero_disables_it(run_cni):
-    funcs = PluginFuncs(add=sleepy_add(0.3), del_=lambda ca: None)
+    funcs = PluginFuncs(add=sleepy_add(0.1), del_=lambda ca: None)
     env = base_env("ADD", RAILYARD_DEADLINE="0")
-    r = run_cni(env, netconf(), funcs=funcs, deadline_seconds=0.05)
+    r = run_cni(env, netconf(), funcs=funcs, deadline_seconds=0.02)
     assert r.code == 0, r.stdout
 
 
@@ -80,7 +80,7 @@ def test_plugin_code_catching_exception_cannot_swallow_the_deadline(run_cni):
         base_env("ADD"),
         netconf(),
         funcs=PluginFuncs(add, lambda ca: None),
-        deadline_seconds=0.2,
+        deadline_seconds=0.05,
     )
     assert r.json["code"] == 105
 
@@ -150,7 +150,7 @@ def test_deadline_can_be_set_per_command():
 
 def test_per_command_deadline_applies_in_run_plugin(run_cni):
     funcs = PluginFuncs(add=sleepy_add(10), del_=lambda ca: None)
-    r = run_cni(base_env("ADD"), netconf(), funcs=funcs, deadline_seconds={"ADD": 0.2})
+    r = run_cni(base_env("ADD"), netconf(), funcs=funcs, deadline_seconds={"ADD": 0.05})
     assert r.json["code"] == 105
 
 
