@@ -55,22 +55,21 @@ def _cache_outside_an_unwritable_tree() -> None:
         # a cache of our own would mean compiling everything again there.
         return
     in_tree = PROJECT / "tests" / "__pycache__"
-    pyc_in_tree = not sys.dont_write_bytecode and os.access(
-        in_tree if in_tree.exists() else in_tree.parent, os.W_OK
+    move_bytecode = not sys.pycache_prefix and (
+        sys.dont_write_bytecode
+        or not os.access(in_tree if in_tree.exists() else in_tree.parent, os.W_OK)
     )
     # Hypothesis keeps its directory in the working directory.
-    hypothesis_here = "HYPOTHESIS_STORAGE_DIRECTORY" in os.environ or os.access(
-        Path.cwd(), os.W_OK
+    move_hypothesis = "HYPOTHESIS_STORAGE_DIRECTORY" not in os.environ and not (
+        os.access(Path.cwd(), os.W_OK)
     )
-    if (pyc_in_tree or sys.pycache_prefix) and hypothesis_here:
-        return
-    cache = _private_cache()
+    cache = _private_cache() if move_bytecode or move_hypothesis else None
     if cache is None:
         return
-    if not (pyc_in_tree or sys.pycache_prefix):
+    if move_bytecode:
         sys.pycache_prefix = str(cache / "pycache")
         sys.dont_write_bytecode = False
-    if not hypothesis_here:
+    if move_hypothesis:
         os.environ["HYPOTHESIS_STORAGE_DIRECTORY"] = str(cache / "hypothesis")
 
 
