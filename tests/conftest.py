@@ -46,16 +46,24 @@ def _cache_outside_an_unwritable_tree() -> None:
     user), or PYTHONDONTWRITEBYTECODE set. Without it every run recompiles
     the project and redoes pytest's assertion rewriting of every test module
     (1.4 s of a unit-tier run, in each worker), and Hypothesis rescans the
-    project's modules for constants (1.1 s). Both go to this user's private
-    cache, never into the tree; a Hypothesis directory chosen by the user
-    (HYPOTHESIS_STORAGE_DIRECTORY) or a bytecode prefix wins."""
+    project's modules for constants (1.1 s). A tree ./dev compiled is read
+    as it is; otherwise both go to this user's private cache, never into
+    the tree (whose first run then also compiles the standard library and
+    the venv's packages there, ~5 s). A Hypothesis directory chosen by the
+    user (HYPOTHESIS_STORAGE_DIRECTORY) or a bytecode prefix wins."""
     if os.environ.get("RAILYARD_REALKERNEL_INSIDE") == "1":
         # Inside the real-kernel VM (tests/realkernel) the host's / is read
         # only and its bytecode is what keeps an emulated CPU's start short;
         # a cache of our own would mean compiling everything again there.
         return
     in_tree = PROJECT / "tests" / "__pycache__"
-    move_bytecode = not sys.pycache_prefix and (
+    # ./dev compiles the tree when it bootstraps (bytecode and pytest's
+    # rewritten test modules, this conftest's among them): read from there.
+    compiled = (
+        in_tree
+        / f"conftest.{sys.implementation.cache_tag}-pytest-{pytest.__version__}.pyc"
+    )
+    move_bytecode = not (sys.pycache_prefix or compiled.exists()) and (
         sys.dont_write_bytecode
         or not os.access(in_tree if in_tree.exists() else in_tree.parent, os.W_OK)
     )
